@@ -1,0 +1,41 @@
+# tilesim: the README's two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch that lies on this kind of machine's disk; the Triton
+# interpreter runs the kernels on the CPU with it (no CUDA needed).
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Core only: simpy, numpy, rich, typer, matplotlib. No torch, no GPU.
+$(VENV)/.core: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+# Everything: core + kernels extra (torch CPU build, triton) + dev tools.
+$(VENV)/.all: $(VENV)/.core
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[kernels,dev]"
+	touch $@
+
+demo: $(VENV)/.core
+	$(BIN)/tilesim compare --gpu h100
+
+test: $(VENV)/.all
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -n 2
+
+lint: $(VENV)/.all
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(VENV)/.core
+	$(BIN)/python -m tilesim.simulator.bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,90 @@
+"""The GPU description the engine runs on: a frozen dataclass of numbers with units.
+
+A `GPU` knows nothing of attention. Every field carries its unit in its name; the
+TOML presets beside this module give each value with a source comment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+# Matrix-instruction paths: Hopper's asynchronous warpgroup MMA, and the
+# Ampere-style warp-level mma.sync that also runs (slower) on Hopper.
+MMA_PATHS = ("wgmma", "mma_sync")
+# Element types the tensor cores take, and their sizes.
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str  # preset name, e.g. "h100_sxm5_80gb"; what-if variants get "h100_sxm5_80gb+hbm2x"
+    display_name: str  # e.g. "NVIDIA H100 SXM5 80GB"
+    arch: str  # "ampere" | "hopper"
+
+    # -- streaming multiprocessors ------------------------------------------
+    sm_count: int  # SMs enabled on the product
+    sm_clock_hz: float  # clock the tensor-core peak is quoted at
+    max_ctas_per_sm: int  # resident thread blocks per SM
+    max_warps_per_sm: int  # resident warps per SM
+    regs_per_sm: int  # 32-bit registers per SM
+    smem_bytes_per_sm: int  # shared memory an SM can hand out to resident CTAs
+    smem_bytes_per_cta_max: int  # most shared memory one CTA may opt in to
+    smem_bandwidth_B_per_clk_per_sm: float  # shared-memory bytes per clock per SM
+
+    # -- execution pipes, per SM per clock ------------------------------------
+    tensor_fp16_mma_sync_flop_per_clk_per_sm: float  # dense fp16/bf16, mma.sync path
+    tensor_fp16_wgmma_flop_per_clk_per_sm: float  # dense fp16/bf16, wgmma path (0: absent)
+    tensor_fp8_wgmma_flop_per_clk_per_sm: float  # dense fp8, wgmma path (0: absent)
+    sfu_ops_per_clk_per_sm: float  # MUFU ops (exp2, rcp) per clock per SM
+    fp32_ops_per_clk_per_sm: float  # FP32 lane ops per clock per SM (an FMA counts 2 FLOPs)
+
+    # -- L2 -----------------------------------------------------------------
+    l2_bytes: int  # L2 capacity
+    l2_bandwidth_Bps: float  # aggregate L2 hit bandwidth
+    l2_hit_latency_cycles: float  # L2 hit latency, SM cycles
+
+    # -- HBM ----------------------------------------------------------------
+    hbm_bytes: int  # device memory capacity
+    hbm_bandwidth_Bps: float  # datasheet peak
+    hbm_read_efficiency: float  # achievable fraction of peak when reading
+    hbm_write_efficiency: float  # achievable fraction of peak when writing
+    hbm_latency_cycles: float  # load-to-use latency of a miss, SM cycles
+
+    # -- host side ------------------------------------------------------------
+    launch_overhead_s: float  # time from one kernel launch to the next, empty kernel
+
+    # -- features -------------------------------------------------------------
+    has_tma: bool  # Tensor Memory Accelerator (async bulk tensor copies)
+    has_wgmma: bool  # warpgroup MMA
+    has_fp8: bool  # fp8 tensor-core inputs
+
+    # Where each value came from (field -> text); kept out of comparisons.
+    sources: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    # -- derived figures ----------------------------------------------------------
+    def tensor_flop_per_clk_per_sm(self, dtype: str, path: str) -> float:
+        """Dense tensor-core FLOP/clk/SM for an element type and instruction path."""
+        if dtype == "fp8":
+            return self.tensor_fp8_wgmma_flop_per_clk_per_sm
+        if path == "wgmma":
+            return self.tensor_fp16_wgmma_flop_per_clk_per_sm
+        return self.tensor_fp16_mma_sync_flop_per_clk_per_sm
+
+    def peak_tensor_flops(self, dtype: str = "fp16", path: str | None = None) -> float:
+        path = path or ("wgmma" if self.has_wgmma else "mma_sync")
+        return self.tensor_flop_per_clk_per_sm(dtype, path) * self.sm_count * self.sm_clock_hz
+
+    @property
+    def hbm_read_Bps(self) -> float:
+        return self.hbm_bandwidth_Bps * self.hbm_read_efficiency
+
+    @property
+    def hbm_write_Bps(self) -> float:
+        return self.hbm_bandwidth_Bps * self.hbm_write_efficiency
+
+    def cycles_to_s(self, cycles: float) -> float:
+        return cycles / self.sm_clock_hz
+
+    def s_to_cycles(self, seconds: float) -> float:
+        return seconds * self.sm_clock_hz

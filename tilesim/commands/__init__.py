@@ -1,0 +1,6 @@
+"""CLI commands, one module per area; each has ``register(app)``.
+
+To add a module, import it here and append it to COMMAND_MODULES.
+"""
+
+COMMAND_MODULES: list = []

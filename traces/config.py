@@ -1,0 +1,81 @@
+"""Default kernel configurations per algorithm and GPU, and their shared-memory need.
+
+One source of truth for both the trace generators and the Triton kernels: a
+prediction and a measurement launched with ``default_config(...)`` describe the
+same grid and tiles.
+"""
+
+from __future__ import annotations
+
+from ..errors import TilesimError
+from ..hwmodels.gpu import GPU
+from .workload import ALGOS, KernelConfig, Workload
+
+
+def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
+    """The configuration tilesim's kernels use when none is given."""
+    check_algo(algo, workload, gpu)
+    d = workload.head_dim
+    hopper = gpu.has_wgmma
+    path = "wgmma" if hopper else "mma_sync"
+    if algo == "standard":
+        # S = Q K^T tiles of block_m x block_n (k = d in one step); O = P V tiles of
+        # block_m x d with a k-loop of block_n; the softmax kernel takes one row per CTA.
+        return KernelConfig(128, 128 if d <= 128 else 64, 8 if hopper else 4, 2, path)
+    if algo == "v1":
+        # Algorithm 1 with the fixed 64 x 64 tiles real kernels use (B_r = B_c = 64).
+        return KernelConfig(64, 64, 4, 1, path)
+    if algo == "v2":
+        # FlashAttention-2's CUDA tiles: 128 x 128 at d=64, 128 x 64 at d=128; 64 x 64 at d=256.
+        if d <= 64:
+            return KernelConfig(128, 128, 4 if not hopper else 8, 3, path)
+        if d <= 128:
+            return KernelConfig(128, 64, 4 if not hopper else 8, 3, path)
+        return KernelConfig(64, 64, 4, 2, path)
+    # v3: a producer warpgroup + two consumer warpgroups (8 consumer warps), 2 stages.
+    block_n = 128 if d <= 128 else 64
+    return KernelConfig(
+        128, block_n, 8, 2, "wgmma", warp_specialize=True, pingpong=True, persistent=False
+    )
+
+
+def check_algo(algo: str, workload: Workload, gpu: GPU) -> None:
+    """Raise a one-line error if ``algo`` cannot run ``workload`` on ``gpu``."""
+    if algo not in ALGOS:
+        raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
+    if algo == "v3" and not (gpu.has_tma and gpu.has_wgmma):
+        raise TilesimError(
+            f"v3 needs Hopper's TMA and wgmma, which {gpu.name} does not have (use v2)"
+        )
+    if workload.dtype == "fp8":
+        if algo != "v3":
+            raise TilesimError(f"fp8 is supported by v3 only, not by {algo}")
+        if not gpu.has_fp8:
+            raise TilesimError(f"fp8 needs fp8 tensor cores, which {gpu.name} does not have")
+
+
+def smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> int:
+    """Shared memory one CTA of ``algo`` needs with ``config`` (bytes)."""
+    e = workload.elem_bytes
+    d = workload.head_dim
+    bm, bn, stages = config.block_m, config.block_n, config.num_stages
+    if algo == "standard":
+        # the larger of the two GEMMs: S tiles (Q: bm x d, K: bn x d) or O tiles (P: bm x bn, V: bn x d)
+        return stages * max((bm + bn) * d, bm * bn + bn * d) * e
+    if algo == "v1":
+        # K_j, V_j resident; Q_i and O_i staged each inner step
+        return (2 * bn * d + 2 * bm * d) * e + 2 * bm * 4
+    # v2/v3: Q resident, K and V pipelined num_stages deep
+    return (bm * d + stages * 2 * bn * d) * e
+
+
+def check_fits(algo: str, workload: Workload, config: KernelConfig, gpu: GPU) -> int:
+    """Return the CTA's shared memory, or raise naming both sizes if it does not fit."""
+    need = smem_bytes(algo, workload, config)
+    if need > gpu.smem_bytes_per_cta_max:
+        raise TilesimError(
+            f"{algo} tiles block_m={config.block_m} block_n={config.block_n} "
+            f"num_stages={config.num_stages} at d={workload.head_dim} need {need / 1024:.0f} KiB "
+            f"of shared memory per CTA; {gpu.name} allows {gpu.smem_bytes_per_cta_max / 1024:.0f} KiB"
+        )
+    return need

@@ -1,0 +1,176 @@
+"""The tile-schedule IR: what one kernel launch does, tile by tile.
+
+A `Trace` is one algorithm on one workload: one or more `Launch`es. A launch is
+a grid of CTAs (thread blocks) that all run the same `CtaProgram`, a template
+whose integer expressions (loop trip counts, tile indices, byte counts) may use
+
+* the CTA's grid coordinates (the names of `Launch.grid`),
+* the trace's `params` (e.g. ``N_q``, ``N_kv``, ``d``), and
+* the variables of enclosing loops.
+
+Expressions are ints or small strings such as ``"min(64, N_kv - 64*j) * 256"``;
+see :mod:`tilesim.traces.expr`.
+
+Semantics the engine implements (one process per role):
+
+* Ops of a role run in order. `Mma` and `Vector` block their role until done;
+  first they wait for every id in ``deps``.
+* `Load` (global -> shared) is asynchronous: the role goes on, and the load's
+  completion is recorded under its ``id`` for the current loop iteration.
+  In a `Loop` with ``prefetch = p > 0`` the loads of iteration j+p are issued at
+  the start of iteration j (those of 0..p-1 before the loop): ``num_stages-1``
+  loads in flight, as a software-pipelined kernel does.
+* `Store` (shared/registers -> global) is asynchronous; the CTA ends after its
+  stores have drained.
+* An `Mma` or `Vector` with ``async_=True`` does not block its role (wgmma is
+  asynchronous); a later ``deps`` entry or `Wait` names its id.
+* `Arrive(name)` marks a named event for the current iteration; another role's
+  ``deps`` or `Wait` may name it. Together they express producer/consumer
+  warp specialisation and ping-pong.
+* A dep ``"x"`` means x in the same iteration of the innermost shared loop;
+  ``"x@-k"`` means x of k iterations earlier (no wait if that is before 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+Expr = Union[int, str]  # noqa: UP007 - an alias used in annotations throughout
+TRACE_FORMAT = "tilesim-trace"
+TRACE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Load:
+    """Copy one tile from global memory (through L2) into shared memory."""
+
+    id: str  # names the load for deps; unique within its role
+    tensor: str  # a key of Trace.tensors
+    tile: tuple[Expr, ...]  # tile coordinates: (tensor, tile) identifies the bytes for L2 reuse
+    nbytes: Expr  # bytes moved
+    tma: bool = False  # issued by the Tensor Memory Accelerator (needs has_tma)
+
+
+@dataclass(frozen=True)
+class Store:
+    """Write one tile to global memory."""
+
+    tensor: str
+    tile: tuple[Expr, ...]
+    nbytes: Expr
+    deps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mma:
+    """A tile matrix product on the tensor cores: (m x k) @ (k x n), 2*m*n*k FLOPs."""
+
+    m: Expr
+    n: Expr
+    k: Expr
+    dtype: str  # input element type: fp16 | bf16 | fp8
+    deps: tuple[str, ...] = ()
+    id: str | None = None
+    async_: bool = False
+
+
+@dataclass(frozen=True)
+class Vector:
+    """Element-wise work of a CTA: ``exp`` exponentials on the SFU, ``fp32`` other FP32 ops."""
+
+    exp: Expr = 0
+    fp32: Expr = 0
+    deps: tuple[str, ...] = ()
+    id: str | None = None
+    async_: bool = False
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Block the role until every dep has completed."""
+
+    deps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Arrive:
+    """Mark a named event (a barrier arrival) for the current iteration."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Loop:
+    """Run ``body`` ``trips`` times with ``var`` = 0, 1, ..., trips-1."""
+
+    var: str
+    trips: Expr
+    body: tuple[Op, ...]
+    prefetch: int = 0  # loads issued this many iterations ahead
+
+
+Op = Union[Load, Store, Mma, Vector, Wait, Arrive, Loop]  # noqa: UP007
+
+
+@dataclass(frozen=True)
+class Role:
+    """One sequential process of a CTA: all its warps, or one warpgroup of a
+    warp-specialised kernel (a TMA producer, a consumer)."""
+
+    name: str
+    ops: tuple[Op, ...]
+    warps: int  # warps in this role
+
+
+@dataclass(frozen=True)
+class CtaProgram:
+    roles: tuple[Role, ...]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # fp16 | bf16 | fp8 | fp32
+
+    @property
+    def nbytes(self) -> int:
+        from ..hwmodels.gpu import DTYPE_BYTES
+
+        n = DTYPE_BYTES[self.dtype]
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: a grid of CTAs running one program."""
+
+    name: str
+    grid: tuple[tuple[str, int], ...]  # named dims, first varies fastest (CUDA's x)
+    program: CtaProgram
+    smem_bytes: int  # shared memory per CTA
+    threads: int  # threads per CTA
+    regs_per_thread: int  # registers per thread (occupancy)
+    mma_path: str = "mma_sync"  # instruction path of its Mma ops: wgmma | mma_sync
+    persistent_ctas: int = 0  # >0: that many CTAs loop over the grid's work items (c, c+P, ...)
+
+    @property
+    def num_ctas(self) -> int:
+        n = 1
+        for _, size in self.grid:
+            n *= size
+        return n
+
+
+@dataclass(frozen=True)
+class Trace:
+    algo: str  # standard | v1 | v2 | v3 | any name for a hand-written schedule
+    tensors: tuple[TensorSpec, ...]
+    launches: tuple[Launch, ...]
+    params: dict = field(default_factory=dict)  # names usable in expressions
+    workload: dict = field(default_factory=dict)  # for display only; the engine ignores it
+    config: dict = field(default_factory=dict)  # for display only
+    version: int = TRACE_VERSION

@@ -1,0 +1,83 @@
+"""The two software inputs: what attention to compute, and how the kernel tiles it.
+
+`Workload` is the problem (shapes, causal, dtype, pass). `KernelConfig` is the
+launch configuration shared by the trace generators and the Triton kernels, so
+that a prediction and a measurement always describe the same grid and tiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..errors import TilesimError
+
+ALGOS = ("standard", "v1", "v2", "v3")
+DTYPES = ("fp16", "bf16", "fp8")
+PASSES = ("fwd",)
+# Head dims the kernels and the trace generators support.
+HEAD_DIMS = (64, 128, 256)
+
+
+@dataclass(frozen=True)
+class Workload:
+    batch: int
+    heads: int
+    seqlen_q: int
+    seqlen_kv: int
+    head_dim: int
+    causal: bool = False
+    dtype: str = "fp16"  # element type of Q, K, V and O ("fp8": e4m3 inputs, fp16 output)
+    pass_: str = "fwd"  # "fwd" (backward: a later issue)
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "heads", "seqlen_q", "seqlen_kv"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise TilesimError(f"{name} must be a positive integer, got {value!r}")
+        if self.head_dim not in HEAD_DIMS:
+            raise TilesimError(
+                f"head_dim {self.head_dim} is not supported (supported: "
+                f"{', '.join(map(str, HEAD_DIMS))})"
+            )
+        if self.dtype not in DTYPES:
+            raise TilesimError(f"unknown dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
+        if self.pass_ not in PASSES:
+            raise TilesimError(f"unknown pass {self.pass_!r} (choose from {', '.join(PASSES)})")
+
+    @property
+    def elem_bytes(self) -> int:
+        return 1 if self.dtype == "fp8" else 2
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    block_m: int  # rows of Q per tile
+    block_n: int  # rows of K/V per tile
+    num_warps: int  # warps per CTA
+    num_stages: int  # software-pipelining depth of the K/V loads
+    mma_path: str = "mma_sync"  # "wgmma" (Hopper) or "mma_sync" (Ampere-style)
+    # v3 only: producer/consumer warp specialisation, ping-pong of two consumer
+    # warpgroups, persistent grid.
+    warp_specialize: bool = False
+    pingpong: bool = False
+    persistent: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "num_warps", "num_stages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise TilesimError(f"{name} must be a positive integer, got {value!r}")
+            if value & (value - 1):
+                raise TilesimError(f"{name} must be a power of two, got {value}")
+        if self.mma_path not in ("wgmma", "mma_sync"):
+            raise TilesimError(f"unknown mma_path {self.mma_path!r} (choose wgmma or mma_sync)")
+
+    def replace(self, **changes) -> KernelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
