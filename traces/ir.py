@@ -29,6 +29,34 @@ Semantics the engine implements (one process per role):
   warp specialisation and ping-pong.
 * A dep ``"x"`` means x in the same iteration of the innermost shared loop;
   ``"x@-k"`` means x of k iterations earlier (no wait if that is before 0).
+
+Precise rules for deps (added by the traces generators; the cases above are
+special cases of these):
+
+* Names. A dep names a `Load` id, an `Mma`/`Vector` id or an `Arrive` name.
+  It resolves to the waiting op's own role if that role defines the name,
+  otherwise to the one other role of the CTA that defines it (producer /
+  consumer warp specialisation: a consumer's ``deps=("k",)`` waits for the
+  producer's load ``k``). Names are unique within a role.
+* Iterations. An event defined inside loops L1..Lk (outermost first) is
+  recorded under their iteration indices (i1..ik). A waiting op inside loops
+  M1..Mr waits for the event whose first min(k, r) indices equal its own
+  (loops at the same depth match, also across roles: a producer's ``Loop j``
+  and a consumer's ``Loop j`` run the same trip count in lockstep), ``@-k``
+  subtracting k from the deepest of those indices. Where the event is deeper
+  than the waiter (a dep after a loop on an op inside it) the remaining
+  indices are the last iterations of those loops: after ``Loop j`` a dep
+  ``"v"`` waits for ``v`` of the loop's final iteration.
+* No wait when the resolved index is negative or the loop that defines the
+  event ran zero iterations.
+* Zero-sized work (a `Load`/`Store` of 0 bytes, an `Mma` with m, n or k = 0,
+  a `Vector` with no work) completes at once, after its deps; generators use
+  it for pipeline prologues/epilogues folded into a loop (an ``Mma`` of size
+  ``min(64, 64*j)`` is empty at j = 0).
+* A loop whose trip count evaluates to 0 or less runs no iteration.
+* Persistent launches (``persistent_ctas = P > 0``): CTA c runs the program for
+  the grid's work items c, c+P, c+2P, ... one after another; the grid
+  coordinates in expressions are those of the current work item.
 """
 
 from __future__ import annotations
