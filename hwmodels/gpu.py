@@ -88,3 +88,50 @@ class GPU:
 
     def s_to_cycles(self, seconds: float) -> float:
         return seconds * self.sm_clock_hz
+
+    # -- more derived figures (peaks at sm_clock_hz) ----------------------------------
+    @property
+    def peak_fp32_flops(self) -> float:
+        """Non-tensor FP32 FLOP/s: every lane retires one FMA (2 FLOPs) per clock."""
+        return 2.0 * self.fp32_ops_per_clk_per_sm * self.sm_count * self.sm_clock_hz
+
+    @property
+    def peak_sfu_ops(self) -> float:
+        """MUFU operations (exp2, rcp, ...) per second over all SMs."""
+        return self.sfu_ops_per_clk_per_sm * self.sm_count * self.sm_clock_hz
+
+    @property
+    def smem_bandwidth_Bps(self) -> float:
+        """Aggregate shared-memory bandwidth over all SMs."""
+        return self.smem_bandwidth_B_per_clk_per_sm * self.sm_count * self.sm_clock_hz
+
+    def ridge_point_flop_per_byte(self, dtype: str = "fp16", path: str | None = None) -> float:
+        """Arithmetic intensity where the tensor peak meets the HBM peak (roofline knee)."""
+        return self.peak_tensor_flops(dtype, path) / self.hbm_bandwidth_Bps
+
+    # -- what-if ------------------------------------------------------------------
+    def with_overrides(
+        self,
+        mapping: dict,
+        *,
+        sources: dict | None = None,
+        name: str | None = None,
+    ) -> GPU:
+        """A copy with some fields changed: ``{"hbm_bandwidth_Bps": "2x", "has_tma": False}``.
+
+        Values are numbers, numeric strings (``"6.7e12"``), multipliers of the
+        current value (``"2x"``, ``"0.5x"``) or, for the feature flags, true/false.
+        Unknown keys and non-positive values raise `TilesimError` listing the
+        settable keys. The copy is named ``<name>+key=value...`` (keys sorted) unless
+        ``name`` is given; ``sources`` replaces the "what-if" source text of the
+        changed fields (``tilesim calibrate`` records its measurements that way).
+        """
+        from .overrides import apply_overrides  # overrides imports this module
+
+        return apply_overrides(self, mapping, sources=sources, name=name)
+
+    def to_dict(self) -> dict:
+        """The fields as plain JSON-able values (no sources), in field order."""
+        return {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "sources"
+        }

@@ -1,0 +1,215 @@
+"""What a GPU description may hold: each field's kind, unit and allowed range.
+
+One table, read by everything that turns outside text into a `GPU` — the TOML
+loader (a preset file), the what-if overrides (``--set key=value``) and the
+preset writer — so that a bad value gets the same one-line error wherever it
+came from. The field list itself is the `GPU` dataclass; nothing here repeats it
+except the units, which a test keeps in step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from typing import Any
+
+from ..errors import TilesimError
+from .gpu import GPU
+
+# Architectures the engine models (tensor-core paths, feature flags).
+ARCHS = ("ampere", "hopper")
+
+# Every field a preset file holds, in the dataclass's order; `sources` is filled
+# from the file's comments instead.
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(GPU) if f.name != "sources")
+# `from __future__ import annotations` keeps the annotations as strings.
+_KINDS = {"str": str, "int": int, "float": float, "bool": bool}
+KINDS: dict[str, type] = {
+    f.name: _KINDS[f.type] for f in dataclasses.fields(GPU) if f.name != "sources"
+}
+
+STRING_FIELDS = tuple(k for k in FIELDS if KINDS[k] is str)
+NUMERIC_FIELDS = tuple(k for k in FIELDS if KINDS[k] in (int, float))
+FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
+# What a what-if override may change: numbers and feature flags, not identity.
+SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
+
+# Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8).
+ZERO_ALLOWED = frozenset(
+    {"tensor_fp16_wgmma_flop_per_clk_per_sm", "tensor_fp8_wgmma_flop_per_clk_per_sm"}
+)
+# Fractions of a peak: a value above 1 would beat the datasheet.
+FRACTIONS = frozenset({"hbm_read_efficiency", "hbm_write_efficiency"})
+
+UNITS: dict[str, str] = {
+    "name": "",
+    "display_name": "",
+    "arch": "",
+    "sm_count": "SMs",
+    "sm_clock_hz": "Hz",
+    "max_ctas_per_sm": "CTAs",
+    "max_warps_per_sm": "warps",
+    "regs_per_sm": "32-bit registers",
+    "smem_bytes_per_sm": "B",
+    "smem_bytes_per_cta_max": "B",
+    "smem_bandwidth_B_per_clk_per_sm": "B/clk/SM",
+    "tensor_fp16_mma_sync_flop_per_clk_per_sm": "FLOP/clk/SM",
+    "tensor_fp16_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
+    "tensor_fp8_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
+    "sfu_ops_per_clk_per_sm": "ops/clk/SM",
+    "fp32_ops_per_clk_per_sm": "lanes/clk/SM",
+    "l2_bytes": "B",
+    "l2_bandwidth_Bps": "B/s",
+    "l2_hit_latency_cycles": "SM cycles",
+    "hbm_bytes": "B",
+    "hbm_bandwidth_Bps": "B/s",
+    "hbm_read_efficiency": "fraction of peak",
+    "hbm_write_efficiency": "fraction of peak",
+    "hbm_latency_cycles": "SM cycles",
+    "launch_overhead_s": "s",
+    "has_tma": "",
+    "has_wgmma": "",
+    "has_fp8": "",
+}
+
+# How a preset file is laid out: one banner per group, in this order.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("identity", ("name", "display_name", "arch")),
+    (
+        "streaming multiprocessors",
+        (
+            "sm_count",
+            "sm_clock_hz",
+            "max_ctas_per_sm",
+            "max_warps_per_sm",
+            "regs_per_sm",
+            "smem_bytes_per_sm",
+            "smem_bytes_per_cta_max",
+            "smem_bandwidth_B_per_clk_per_sm",
+        ),
+    ),
+    (
+        "execution pipes, per SM per clock",
+        (
+            "tensor_fp16_mma_sync_flop_per_clk_per_sm",
+            "tensor_fp16_wgmma_flop_per_clk_per_sm",
+            "tensor_fp8_wgmma_flop_per_clk_per_sm",
+            "sfu_ops_per_clk_per_sm",
+            "fp32_ops_per_clk_per_sm",
+        ),
+    ),
+    ("L2", ("l2_bytes", "l2_bandwidth_Bps", "l2_hit_latency_cycles")),
+    (
+        "HBM",
+        (
+            "hbm_bytes",
+            "hbm_bandwidth_Bps",
+            "hbm_read_efficiency",
+            "hbm_write_efficiency",
+            "hbm_latency_cycles",
+        ),
+    ),
+    ("host side", ("launch_overhead_s",)),
+    ("features", ("has_tma", "has_wgmma", "has_fp8")),
+)
+
+
+def suggest(key: str, choices: tuple[str, ...] | list[str]) -> str:
+    """`` (did you mean 'x'?)`` when ``key`` is a near miss of one of ``choices``, else ``""``."""
+    close = difflib.get_close_matches(key, choices, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_value(key: str, value: Any, where: str) -> Any:
+    """Return ``value`` as the field's kind, or raise one line ``"{where} must be ..."``.
+
+    ``where`` names the origin, e.g. ``"h100.toml: key 'sm_count'"``. Integers are
+    accepted for float fields (TOML writes ``16`` for sixteen); nothing else is
+    converted: a string where a number belongs is an error, not a guess.
+    """
+    kind = KINDS[key]
+    if kind is str:
+        if not isinstance(value, str) or not value.strip():
+            raise TilesimError(f"{where} must be a non-empty string, got {value!r}")
+        if key == "arch" and value not in ARCHS:
+            raise TilesimError(f"{where} must be one of {', '.join(ARCHS)}, got {value!r}")
+        return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise TilesimError(f"{where} must be true or false, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TilesimError(f"{where} must be an integer, got {value!r}")
+        if value <= 0:
+            raise TilesimError(f"{where} must be a positive integer, got {value}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TilesimError(f"{where} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise TilesimError(f"{where} must be a finite number, got {value!r}")
+    if key in ZERO_ALLOWED:
+        if number < 0:
+            raise TilesimError(f"{where} must be >= 0 (0: absent), got {value!r}")
+    elif number <= 0:
+        raise TilesimError(f"{where} must be a positive number, got {value!r}")
+    if key in FRACTIONS and number > 1:
+        raise TilesimError(f"{where} must be a fraction of peak in (0, 1], got {value!r}")
+    return number
+
+
+def check_consistency(values: dict[str, Any], where: str) -> None:
+    """Cross-field rules: limits that contradict each other, flags without a rate."""
+    if values["smem_bytes_per_cta_max"] > values["smem_bytes_per_sm"]:
+        raise TilesimError(
+            f"{where}: smem_bytes_per_cta_max ({values['smem_bytes_per_cta_max']}) exceeds "
+            f"smem_bytes_per_sm ({values['smem_bytes_per_sm']}); lower it too"
+        )
+    if values["has_wgmma"] and values["tensor_fp16_wgmma_flop_per_clk_per_sm"] <= 0:
+        raise TilesimError(
+            f"{where}: has_wgmma is true but tensor_fp16_wgmma_flop_per_clk_per_sm is 0; "
+            "give the wgmma rate too"
+        )
+    if values["has_fp8"] and values["tensor_fp8_wgmma_flop_per_clk_per_sm"] <= 0:
+        raise TilesimError(
+            f"{where}: has_fp8 is true but tensor_fp8_wgmma_flop_per_clk_per_sm is 0; "
+            "give the fp8 rate too"
+        )
+
+
+def field_values(gpu: GPU) -> dict[str, Any]:
+    """The preset fields of ``gpu`` as a dict, in field order (no `sources`)."""
+    return {key: getattr(gpu, key) for key in FIELDS}
+
+
+def check_gpu(gpu: GPU, where: str) -> None:
+    """Validate a `GPU` built in Python (dataclasses.replace, a test) like a loaded one."""
+    for key in FIELDS:
+        check_value(key, getattr(gpu, key), f"{where}: {key}")
+    check_consistency(field_values(gpu), where)
+
+
+def format_number(value: int | float | bool) -> str:
+    """The shortest text that reads back as exactly ``value`` (TOML and ``--set`` syntax).
+
+    ``1.83e9`` rather than ``1830000000.0``; floats keep a ``.`` or exponent so
+    TOML reads them back as floats.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = repr(value)
+    for digits in range(1, 18):
+        candidate = f"{value:.{digits}g}"
+        if float(candidate) == value:
+            text = candidate
+            break
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    elif "." not in text and text.lstrip("-").isdigit():
+        text += ".0"
+    return text
