@@ -33,7 +33,7 @@ def derived_figures(gpu: GPU) -> dict[str, dict]:
             f"tensor_{dtype}_{path}_TFLOPS",
             gpu.peak_tensor_flops(dtype, path) / tera,
             "TFLOPS",
-            f"{rate:g} FLOP/clk/SM {per_clock} (dense; bf16 = fp16)",
+            f"{rate:g} FLOP/clk/SM {per_clock} (dense{'; bf16 = fp16' if dtype == 'fp16' else ''})",
         )
     add(
         "fp32_TFLOPS",
@@ -72,7 +72,7 @@ def derived_figures(gpu: GPU) -> dict[str, dict]:
             f"ridge_{dtype}_{path}_flop_per_byte",
             gpu.ridge_point_flop_per_byte(dtype, path),
             "FLOP/B",
-            f"tensor_{dtype}_{path} peak / HBM peak: kernels below this intensity are HBM-bound",
+            f"tensor_{dtype}_{path} peak / HBM peak (lower intensity: HBM-bound)",
         )
     add("l2_MiB", gpu.l2_bytes / 2**20, "MiB", "l2_bytes / 2^20")
     add("smem_KiB_per_sm", gpu.smem_bytes_per_sm / 1024, "KiB", "smem_bytes_per_sm / 1024")

@@ -3,4 +3,6 @@
 To add a module, import it here and append it to COMMAND_MODULES.
 """
 
-COMMAND_MODULES: list = []
+from . import hw
+
+COMMAND_MODULES: list = [hw]

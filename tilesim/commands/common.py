@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
+
+from ..hwmodels import GPU, load_gpu, parse_set_options
+from ..traces.workload import Workload
 
 console = Console()
 err_console = Console(stderr=True)
@@ -15,3 +19,82 @@ err_console = Console(stderr=True)
 def print_json(obj: Any) -> None:
     """Print ``obj`` as JSON on stdout (sorted keys, stable across runs)."""
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+# -- shared options ------------------------------------------------------------
+# Declared once so every command spells and documents them the same way. Use them
+# as annotations with the default beside them:
+#
+#     def predict(gpu: GpuOpt = DEFAULT_GPU, sets: SetOpt = None, batch: BatchOpt = 4, ...):
+#         hw = gpu_from_options(gpu, sets)
+#         workload = workload_from_options(batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype)
+#
+# (typer takes defaults from the signature, not from inside Annotated.) Values
+# are checked by load_gpu / Workload, which raise a one-line TilesimError.
+
+DEFAULT_GPU = "h100"
+DEFAULT_BATCH = 4
+DEFAULT_HEADS = 16
+DEFAULT_SEQLEN = 4096
+DEFAULT_HEAD_DIM = 128
+DEFAULT_DTYPE = "fp16"
+
+GpuOpt = Annotated[
+    str,
+    typer.Option(
+        "--gpu",
+        "-g",
+        help="GPU preset (a100, h100, h200, h200-cal, a preset name) or a path to a .toml file.",
+        show_default=True,
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="What-if: change a hardware field, e.g. hbm_bandwidth_Bps=2x or sm_count=114 "
+        "(repeatable; `tilesim hw show` lists the keys).",
+        show_default=False,
+    ),
+]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Batch size.")]
+HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Attention heads.")]
+SeqlenOpt = Annotated[int, typer.Option("--seqlen", "-n", help="Sequence length (queries).")]
+SeqlenKvOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seqlen-kv", help="Key/value sequence length [default: --seqlen].", show_default=False
+    ),
+]
+HeadDimOpt = Annotated[int, typer.Option("--head-dim", "-d", help="Head dimension (64, 128, 256).")]
+CausalOpt = Annotated[bool, typer.Option("--causal", help="Causal (lower-triangular) masking.")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="Element type: fp16, bf16 or fp8.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def gpu_from_options(gpu: str, sets: list[str] | None = None) -> GPU:
+    """The GPU of ``--gpu`` with the what-if ``--set k=v`` overrides applied."""
+    base = load_gpu(gpu)
+    return base.with_overrides(parse_set_options(sets)) if sets else base
+
+
+def workload_from_options(
+    batch: int = DEFAULT_BATCH,
+    heads: int = DEFAULT_HEADS,
+    seqlen: int = DEFAULT_SEQLEN,
+    seqlen_kv: int | None = None,
+    head_dim: int = DEFAULT_HEAD_DIM,
+    causal: bool = False,
+    dtype: str = DEFAULT_DTYPE,
+) -> Workload:
+    """The `Workload` of the shared workload options (``--seqlen-kv`` defaults to ``-n``)."""
+    return Workload(
+        batch=batch,
+        heads=heads,
+        seqlen_q=seqlen,
+        seqlen_kv=seqlen if seqlen_kv is None else seqlen_kv,
+        head_dim=head_dim,
+        causal=causal,
+        dtype=dtype.strip().lower(),
+    )
