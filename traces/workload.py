@@ -71,7 +71,9 @@ class KernelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise TilesimError(f"{name} must be a positive integer, got {value!r}")
-            if value & (value - 1):
+            # tile sizes and warp counts are powers of two (tl.arange, warpgroups);
+            # a pipeline depth is any count (Triton's usual num_stages is 3)
+            if name != "num_stages" and value & (value - 1):
                 raise TilesimError(f"{name} must be a power of two, got {value}")
         if self.mma_path not in ("wgmma", "mma_sync"):
             raise TilesimError(f"unknown mma_path {self.mma_path!r} (choose wgmma or mma_sync)")
