@@ -1,0 +1,41 @@
+"""Tile schedules of the four attention algorithms, as traces the engine replays.
+
+``build(algo, workload, gpu, config=None) -> Trace`` picks the generator from
+``ALGORITHMS``; ``counters(trace)`` counts its work; ``expand`` unrolls one CTA;
+``files.save`` / ``files.load`` read and write ``*.trace.json``.
+"""
+
+from __future__ import annotations
+
+from ..hwmodels.gpu import GPU
+from . import flash_v1, flash_v2, flash_v3, standard
+from .config import check_algo, check_fits, default_config
+from .counters import Counters, counters
+from .expand import FlatOp, expand
+from .ir import Trace
+from .workload import KernelConfig, Workload
+
+ALGORITHMS = {"standard": standard, "v1": flash_v1, "v2": flash_v2, "v3": flash_v3}
+
+
+def build(algo: str, workload: Workload, gpu: GPU, config: KernelConfig | None = None) -> Trace:
+    """The trace of ``algo`` on ``workload`` for ``gpu`` (``config`` None: the default)."""
+    check_algo(algo, workload, gpu)
+    if config is None:
+        config = default_config(algo, workload, gpu)
+    check_fits(algo, workload, config, gpu)
+    return ALGORITHMS[algo].build(workload, config, gpu)
+
+
+__all__ = [
+    "ALGORITHMS",
+    "Counters",
+    "FlatOp",
+    "KernelConfig",
+    "Trace",
+    "Workload",
+    "build",
+    "counters",
+    "default_config",
+    "expand",
+]

@@ -60,11 +60,14 @@ def smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> int:
     d = workload.head_dim
     bm, bn, stages = config.block_m, config.block_n, config.num_stages
     if algo == "standard":
-        # the larger of the two GEMMs: S tiles (Q: bm x d, K: bn x d) or O tiles (P: bm x bn, V: bn x d)
-        return stages * max((bm + bn) * d, bm * bn + bn * d) * e
+        # The larger CTA of the two GEMM launches: S = Q K^T takes its k = d in one
+        # step (one Q tile and one K tile), O = P V pipelines P and V tiles
+        # num_stages deep. (The softmax launch holds one row; see traces.standard.)
+        return max((bm + bn) * d * e, stages * (bm * bn + bn * d) * e)
     if algo == "v1":
-        # K_j, V_j resident; Q_i and O_i staged each inner step
-        return (2 * bn * d + 2 * bm * d) * e + 2 * bm * 4
+        # K_j, V_j resident; Q_i and O_i (and the fp32 l_i, m_i) staged each inner
+        # step, num_stages deep when the inner loop prefetches.
+        return (2 * bn * d + stages * 2 * bm * d) * e + stages * 2 * bm * 4
     # v2/v3: Q resident, K and V pipelined num_stages deep
     return (bm * d + stages * 2 * bn * d) * e
 
@@ -76,6 +79,7 @@ def check_fits(algo: str, workload: Workload, config: KernelConfig, gpu: GPU) ->
         raise TilesimError(
             f"{algo} tiles block_m={config.block_m} block_n={config.block_n} "
             f"num_stages={config.num_stages} at d={workload.head_dim} need {need / 1024:.0f} KiB "
-            f"of shared memory per CTA; {gpu.name} allows {gpu.smem_bytes_per_cta_max / 1024:.0f} KiB"
+            f"of shared memory per CTA; {gpu.name} allows "
+            f"{gpu.smem_bytes_per_cta_max / 1024:.0f} KiB"
         )
     return need

@@ -70,7 +70,9 @@ def evaluate(expr: int | str, env: dict) -> int:
     fn, names = parse(expr)
     missing = names - env.keys()
     if missing:
-        raise TilesimError(f"expression {expr!r} uses unknown name(s): {', '.join(sorted(missing))}")
+        raise TilesimError(
+            f"expression {expr!r} uses unknown name(s): {', '.join(sorted(missing))}"
+        )
     return fn(env)
 
 
@@ -82,5 +84,6 @@ def check_names(expr: int | str, known: Iterable[str], where: str) -> None:
     """Raise a one-line error if ``expr`` uses a name not in ``known``."""
     unknown = free_names(expr) - set(known)
     if unknown:
-        raise TilesimError(f"{where}: expression {expr!r} uses unknown name(s): "
-                           f"{', '.join(sorted(unknown))}")
+        raise TilesimError(
+            f"{where}: expression {expr!r} uses unknown name(s): {', '.join(sorted(unknown))}"
+        )

@@ -1,0 +1,145 @@
+"""FlashAttention v1 as the paper's Algorithm 1 writes it.
+
+One CTA per (batch, head): the grid has only B*H CTAs, so a small batch leaves
+SMs idle — the limitation v2 removed. The outer loop walks K/V blocks j (K_j and
+V_j stay in shared memory for the whole inner loop); the inner loop walks Q
+blocks i and, every step, loads Q_i, O_i, l_i, m_i from HBM, computes
+S_ij = Q_i K_j^T, the online-softmax statistics, P~_ij V_j, rescales O_i and
+writes O_i, l_i, m_i back. Line 2 of the algorithm initialises O = 0, l = 0,
+m = -inf in HBM: that is a first, small launch (``init``), as a kernel that
+allocates them with ``torch.zeros`` / ``torch.full`` pays too. HBM traffic is
+Theta(N^2 d^2 / M): O is read and written once per K/V block (T_c = N / B_c
+times), and B_c ~ M / 4d.
+
+Tiles come from the config (block_m = B_r, block_n = B_c). Causal: the inner
+loop of block j starts at the first Q block that sees any of its columns
+(blocks fully above the diagonal are skipped); the blocks straddling the
+diagonal pay the mask. K/V blocks no query sees are not loaded.
+"""
+
+from __future__ import annotations
+
+from ..hwmodels.gpu import GPU
+from .config import smem_bytes
+from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, Trace, Vector
+from .tiles import (
+    FLASH_FP32_PER_SCORE,
+    FP32_BYTES,
+    FP32_PER_MASKED_SCORE,
+    V1_FP32_PER_O_STEP,
+    V1_FP32_PER_ROW_STEP,
+    cols,
+    params,
+    qkvo_tensors,
+    regs_estimate,
+    row_stat,
+    rows,
+)
+from .workload import KernelConfig, Workload
+
+INIT_REGS = 32  # a fill kernel holds an address and a value
+
+
+def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    w, c = workload, config
+    p = params(w, c)
+    dtype = w.dtype
+    threads = c.num_warps * 32
+
+    if w.causal:
+        # Q block index of inner step i: start at the first block reaching column block j.
+        first_i = "block_n*j//block_m"
+        qi = f"i + {first_i}"
+        outer_trips = "min(T_c, cdiv(N_q, block_n))"  # K/V blocks some query sees
+        inner_trips = f"T_r - {first_i}"
+        # Steps i < diag see part of block j masked: Q blocks before the first one
+        # that sees all of it, cdiv(block_n*(j+1) - 1, block_m).
+        diag = f"cdiv(block_n*(j + 1) - 1, block_m) - {first_i}"
+        mask = f" + {FP32_PER_MASKED_SCORE}*min(1, max(0, {diag} - i))*{rows(qi)}*{cols('j')}"
+    else:
+        qi, outer_trips, inner_trips, mask = "i", "T_c", "T_r", ""
+    r, n = rows(qi), cols("j")
+    tile_i = ("bh", qi)
+
+    inner = (
+        Load("q", "Q", tile_i, f"{r}*d*e"),
+        Load("o", "O", tile_i, f"{r}*d*e_o"),
+        Load("l", "L", tile_i, f"{r}*{FP32_BYTES}"),
+        Load("mx", "M", tile_i, f"{r}*{FP32_BYTES}"),
+        # -- S_ij = Q_i K_j^T --------------------------------------------------
+        Mma(r, n, "d", dtype, deps=("q", "kj")),
+        # -- m~, P~ = exp(S - m~), l~; m_new, l_new ------------------------------
+        Vector(
+            exp=f"{r}*{n}",
+            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE} + {r}*{V1_FP32_PER_ROW_STEP}{mask}",
+            deps=("l", "mx"),
+        ),
+        # -- P~_ij V_j ------------------------------------------------------------
+        Mma(r, "d", n, dtype, deps=("vj",)),
+        # -- O_i = diag(l_new)^-1 (diag(l_i) e^(m_i - m_new) O_i + e^(m~ - m_new) P~ V_j)
+        Vector(fp32=f"{r}*d*{V1_FP32_PER_O_STEP}", deps=("o",)),
+        Store("O", tile_i, f"{r}*d*e_o"),
+        Store("L", tile_i, f"{r}*{FP32_BYTES}"),
+        Store("M", tile_i, f"{r}*{FP32_BYTES}"),
+    )
+    program = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Loop(
+                        "j",
+                        outer_trips,
+                        (
+                            Load("kj", "K", ("bh", "j"), f"{n}*d*e"),
+                            Load("vj", "V", ("bh", "j"), f"{n}*d*e"),
+                            Loop("i", inner_trips, inner, prefetch=c.num_stages - 1),
+                        ),
+                    ),
+                ),
+                c.num_warps,
+            ),
+        )
+    )
+    launch = Launch(
+        name="flash_v1",
+        grid=(("bh", w.batch * w.heads),),
+        program=program,
+        smem_bytes=smem_bytes("v1", w, c),
+        threads=threads,
+        # accumulators: the S tile and the P~ V product
+        regs_per_thread=regs_estimate(c.block_m * c.block_n + c.block_m * w.head_dim, threads),
+        mma_path=c.mma_path,
+    )
+    # -- line 2: O = 0, l = 0, m = -inf in HBM, one Q block per CTA -------------
+    tile_m = ("bh", "m")
+    init = Launch(
+        name="init",
+        grid=(("m", p["T_r"]), ("bh", w.batch * w.heads)),
+        program=CtaProgram(
+            (
+                Role(
+                    "main",
+                    (
+                        Store("O", tile_m, f"{rows('m')}*d*e_o"),
+                        Store("L", tile_m, f"{rows('m')}*{FP32_BYTES}"),
+                        Store("M", tile_m, f"{rows('m')}*{FP32_BYTES}"),
+                    ),
+                    c.num_warps,
+                ),
+            )
+        ),
+        smem_bytes=0,
+        threads=threads,
+        regs_per_thread=INIT_REGS,
+        mma_path=c.mma_path,
+    )
+    tensors = qkvo_tensors(w) + [row_stat("L", w), row_stat("M", w)]
+    return Trace(
+        algo="v1",
+        tensors=tuple(tensors),
+        launches=(init, launch),
+        params=p,
+        workload=w.to_dict(),
+        config=c.to_dict(),
+    )

@@ -1,0 +1,224 @@
+"""FlashAttention v3 (Hopper): TMA producer, ping-pong consumers, overlapped softmax.
+
+The grid is v2's, (m, bh). With ``warp_specialize`` (the default) a CTA is three
+warpgroups run as separate roles:
+
+* ``producer`` (one warpgroup, few registers): issues TMA loads of the Q tile
+  and of K_j, V_j into a ``num_stages``-deep ring of shared-memory buffers. It
+  waits until every consumer has released the buffer it is about to overwrite:
+  K_j's buffer held K_{j-S} (released when its S = Q K^T finished), V_j's held
+  V_{j-S} (released when its P V finished).
+* ``consumer0``, ``consumer1`` (``num_warps / 4`` warpgroups of block_m / 2 rows
+  each; wgmma takes 64 rows per warpgroup). Within a consumer, the GEMMs are
+  asynchronous: iteration j issues S_j = Q K_j^T and P_{j-1} V_{j-1}, then runs
+  the softmax of S_j while P_{j-1} V_{j-1} is still on the tensor cores (the
+  paper's intra-warpgroup pipelining; the first iteration's P V is empty, the
+  last block's P V runs after the loop). With ``pingpong`` the consumers take
+  turns to issue their GEMMs (consumer c waits for consumer c-1's issue of the
+  same iteration, consumer 0 for the last consumer's of the previous one), so
+  one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
+
+Without ``warp_specialize`` one role issues its own TMA loads ``num_stages - 1``
+iterations ahead and keeps the intra-warpgroup overlap. ``persistent`` launches
+SMs x CTAs-per-SM CTAs that loop over the (m, bh) work items.
+
+FP8 (e4m3 Q, K, V): both GEMMs run in fp8 (P is quantised to fp8 too), every
+input byte count halves, O is written in fp16. The in-kernel transpose of V
+that Hopper's fp8 wgmma needs is not modelled.
+
+Causal: one loop over the K/V blocks the Q block sees (the diagonal blocks
+pay the mask); blocks fully above the diagonal are never visited.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import TilesimError
+from ..hwmodels.gpu import GPU
+from .config import smem_bytes
+from .ir import Arrive, CtaProgram, Launch, Load, Loop, Mma, Op, Role, Store, Trace, Vector, Wait
+from .occupancy import occupancy
+from .tiles import (
+    FLASH_FP32_PER_O_FINAL,
+    FLASH_FP32_PER_O_STEP,
+    FLASH_FP32_PER_ROW_FINAL,
+    FLASH_FP32_PER_ROW_STEP,
+    FLASH_FP32_PER_SCORE,
+    FP32_BYTES,
+    FP32_PER_MASKED_SCORE,
+    causal_full_blocks,
+    causal_kv_blocks,
+    cols,
+    params,
+    qkvo_tensors,
+    regs_estimate,
+    row_stat,
+    rows,
+)
+from .workload import KernelConfig, Workload
+
+WGMMA_ROWS = 64  # rows of one warpgroup's wgmma
+PRODUCER_WARPS = 4  # one warpgroup
+# FlashAttention-3 rebalances registers with setmaxnreg: 24 per producer thread,
+# 240 per consumer thread (two consumer warpgroups); Launch takes the average.
+PRODUCER_REGS = 24
+CONSUMER_REGS = 240
+
+
+def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    w, c = workload, config
+    p = params(w, c)
+    if c.num_warps % 4:
+        raise TilesimError(
+            f"v3 needs whole warpgroups: num_warps={c.num_warps} is not a multiple of 4"
+        )
+    consumers = c.num_warps // 4 if c.warp_specialize else 1
+    if c.pingpong and not (c.warp_specialize and consumers >= 2):
+        raise TilesimError(
+            "v3 pingpong needs warp_specialize and at least two consumer warpgroups "
+            f"(num_warps >= 8), got warp_specialize={c.warp_specialize} num_warps={c.num_warps}"
+        )
+    if c.warp_specialize and (c.block_m % consumers or (c.block_m // consumers) % WGMMA_ROWS):
+        raise TilesimError(
+            f"v3 block_m={c.block_m} does not split into {consumers} consumer warpgroups of a "
+            f"multiple of {WGMMA_ROWS} rows"
+        )
+
+    if w.causal:
+        trips = causal_kv_blocks("m")
+        mask = (
+            f" + {FP32_PER_MASKED_SCORE}*min(1, max(0, j + 1 - {causal_full_blocks('m')}))"
+            "*{r}*{n}"
+        )
+    else:
+        trips, mask = "T_c", ""
+
+    if c.warp_specialize:
+        roles = [_producer(c, consumers, trips)]
+        for i in range(consumers):
+            roles.append(_consumer(w, c, i, consumers, trips, mask))
+        threads = (c.num_warps + PRODUCER_WARPS) * 32
+        regs = (PRODUCER_WARPS * PRODUCER_REGS + c.num_warps * CONSUMER_REGS) * 32 // threads
+        regs = -(-regs // 8) * 8
+    else:
+        roles = [_consumer(w, c, 0, 1, trips, mask)]
+        threads = c.num_warps * 32
+        regs = regs_estimate(c.block_m * w.head_dim + c.block_m * c.block_n, threads)
+
+    launch = Launch(
+        name="flash_v3",
+        grid=(("m", p["T_r"]), ("bh", w.batch * w.heads)),
+        program=CtaProgram(tuple(roles)),
+        smem_bytes=smem_bytes("v3", w, c),
+        threads=threads,
+        regs_per_thread=regs,
+        mma_path=c.mma_path,
+    )
+    if c.persistent:
+        per_sm = occupancy(launch, gpu).ctas_per_sm
+        launch = dataclasses.replace(launch, persistent_ctas=gpu.sm_count * max(per_sm, 1))
+    return Trace(
+        algo="v3",
+        tensors=tuple(qkvo_tensors(w) + [row_stat("LSE", w)]),
+        launches=(launch,),
+        params=p,
+        workload=w.to_dict(),
+        config=c.to_dict(),
+    )
+
+
+def _producer(c: KernelConfig, consumers: int, trips: str) -> Role:
+    s = c.num_stages
+    kfree = tuple(f"kfree{i}@-{s}" for i in range(consumers))
+    # vfree<i> of consumer iteration j releases V_{j-1}, so V_{j-s} is vfree@-(s-1)
+    vfree = tuple(f"vfree{i}" + (f"@-{s - 1}" if s > 1 else "") for i in range(consumers))
+    n = cols("j")
+    return Role(
+        "producer",
+        (
+            Load("q", "Q", ("bh", "m"), f"{rows('m')}*d*e", tma=True),
+            Loop(
+                "j",
+                trips,
+                (
+                    Wait(kfree),
+                    Load("k", "K", ("bh", "j"), f"{n}*d*e", tma=True),
+                    Wait(vfree),
+                    Load("v", "V", ("bh", "j"), f"{n}*d*e", tma=True),
+                ),
+            ),
+        ),
+        PRODUCER_WARPS,
+    )
+
+
+def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, mask: str) -> Role:
+    """Consumer warpgroup ``i`` of ``consumers`` (or the only role, unspecialised)."""
+    specialised = c.warp_specialize
+    # rows of this warpgroup: its share of the CTA's Q block, fewer (or none) in the last block
+    if consumers == 1:
+        r = rows("m")
+    else:
+        share = c.block_m // consumers
+        r = f"max(0, min({share}, N_q - block_m*m - {share * i}))"
+    n = cols("j")
+    n_prev = f"min({cols('j - 1')}, block_n*j)"  # block j-1's columns; none at j = 0
+    n_last = cols(f"{trips} - 1")
+    dt = w.dtype
+    pingpong = c.pingpong
+
+    body: list[Op] = []
+    if not specialised:
+        body += [
+            Load("k", "K", ("bh", "j"), f"{n}*d*e", tma=True),
+            Load("v", "V", ("bh", "j"), f"{n}*d*e", tma=True),
+        ]
+    if pingpong:  # wait for my turn to issue GEMMs
+        prev = f"gemm{i - 1}" if i else f"gemm{consumers - 1}@-1"
+        body.append(Wait((prev,)))
+    body += [
+        # -- issue S_j = Q K_j^T and P_{j-1} V_{j-1} on the tensor cores ---------
+        Mma(r, n, "d", dt, deps=("q", "k"), id="s", async_=True),
+        Mma(r, "d", n_prev, dt, deps=("v@-1",), id="pv", async_=True),
+    ]
+    if pingpong:
+        body.append(Arrive(f"gemm{i}"))
+    body.append(Wait(("s",)))
+    if specialised:
+        body.append(Arrive(f"kfree{i}"))  # K_j's buffer may be refilled
+    body += [
+        # -- softmax of S_j while P_{j-1} V_{j-1} runs -----------------------------
+        Vector(
+            exp=f"{r}*{n}",
+            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}"
+            + mask.format(r=r, n=n)
+            + f" + {r}*{FLASH_FP32_PER_ROW_STEP}",
+            id="softmax",
+        ),
+        Wait(("pv",)),
+    ]
+    if specialised:
+        body.append(Arrive(f"vfree{i}"))  # V_{j-1}'s buffer may be refilled
+    body.append(Vector(fp32=f"{r}*d*{FLASH_FP32_PER_O_STEP}"))  # acc *= alpha
+
+    tail: list[Op] = []
+    if pingpong:
+        tail.append(Wait((f"gemm_last{i - 1}" if i else f"gemm{consumers - 1}",)))
+    tail.append(Mma(r, "d", n_last, dt, deps=("v",), id="pv_last"))
+    if pingpong:
+        tail.append(Arrive(f"gemm_last{i}"))
+    tile = ("bh", "m") if consumers == 1 else ("bh", "m", i)
+    tail += [
+        # -- epilogue: O = acc / l, lse = m + log(l) ---------------------------------
+        Vector(fp32=f"{r}*d*{FLASH_FP32_PER_O_FINAL} + {r}*{FLASH_FP32_PER_ROW_FINAL}"),
+        Store("O", tile, f"{r}*d*e_o"),
+        Store("LSE", tile, f"{r}*{FP32_BYTES}"),
+    ]
+    ops: list[Op] = []
+    if not specialised:
+        ops.append(Load("q", "Q", ("bh", "m"), f"{rows('m')}*d*e", tma=True))
+    ops.append(Loop("j", trips, tuple(body), prefetch=0 if specialised else c.num_stages - 1))
+    ops += tail
+    name = f"consumer{i}" if specialised else "main"
+    return Role(name, tuple(ops), c.num_warps // consumers if specialised else c.num_warps)

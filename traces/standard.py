@@ -1,0 +1,162 @@
+"""Standard attention as PyTorch's math path runs it: three kernels, S and P in HBM.
+
+1. ``qk``: S = Q K^T * scale, a tiled GEMM. Grid (n, m, bh), n fastest; each CTA
+   loads one Q tile (block_m x d) and one K tile (block_n x d), multiplies them
+   with k = d in one step, scales in the epilogue and writes its block_m x
+   block_n tile of S in the input dtype.
+2. ``softmax``: one CTA per row of S (grid (r, bh)). It reads the row, applies
+   the causal mask (S and P stay full N_q x N_kv: the math path masks, it does
+   not skip), takes max, exp, sum, normalises and writes the row of P. Like
+   PyTorch's ``cunn_SoftMaxForwardSmem`` it holds the row in shared memory when
+   it fits; a longer row is read three times (max pass, sum pass, write pass),
+   as the non-cached kernel does.
+3. ``pv``: O = P V, tiles of block_m x d with a k-loop over N_kv in steps of
+   block_n; the P and V tile loads are pipelined ``num_stages - 1`` ahead.
+
+The causal mask costs FLOPs and bytes nothing here: the two GEMMs are full.
+HBM traffic is Theta(N d + N^2): S and P are each written once and read once.
+"""
+
+from __future__ import annotations
+
+from ..hwmodels.gpu import GPU
+from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
+from .tiles import (
+    FP32_PER_MASKED_SCORE,
+    STANDARD_FP32_PER_SCORE_SCALE,
+    STANDARD_FP32_PER_SCORE_SOFTMAX,
+    cols,
+    params,
+    qkvo_tensors,
+    regs_estimate,
+    rows,
+)
+from .workload import KernelConfig, Workload
+
+SOFTMAX_PASSES_UNCACHED = 3  # reads of a row too long for shared memory
+SOFTMAX_REGS = 32  # a row kernel keeps a few scalars per thread
+BYTES_PER_THREAD_LOAD = 16  # the softmax kernel's vectorised access (ILP) per thread
+
+
+def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    w, c = workload, config
+    p = params(w, c)
+    bh = w.batch * w.heads
+    dtype = w.dtype
+    threads = c.num_warps * 32
+    row_q, col_n, col_k = rows("m"), cols("n"), cols("j")
+
+    # -- 1. S = Q K^T * scale ------------------------------------------------
+    qk = Launch(
+        name="qk",
+        grid=(("n", p["T_c"]), ("m", p["T_r"]), ("bh", bh)),
+        program=CtaProgram(
+            (
+                Role(
+                    "main",
+                    (
+                        Load("q", "Q", ("bh", "m"), f"{row_q}*d*e"),
+                        Load("k", "K", ("bh", "n"), f"{col_n}*d*e"),
+                        Mma(row_q, col_n, "d", dtype, deps=("q", "k")),
+                        Vector(fp32=f"{row_q}*{col_n}*{STANDARD_FP32_PER_SCORE_SCALE}"),
+                        Store("S", ("bh", "m", "n"), f"{row_q}*{col_n}*e"),
+                    ),
+                    c.num_warps,
+                ),
+            )
+        ),
+        smem_bytes=(c.block_m + c.block_n) * w.head_dim * w.elem_bytes,
+        threads=threads,
+        regs_per_thread=regs_estimate(c.block_m * c.block_n, threads),
+        mma_path=c.mma_path,
+    )
+
+    # -- 2. P = softmax(mask(S)), one CTA per row ------------------------------
+    row_bytes = w.seqlen_kv * w.elem_bytes
+    cached = row_bytes <= gpu.smem_bytes_per_cta_max
+    passes = 1 if cached else SOFTMAX_PASSES_UNCACHED
+    per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + (FP32_PER_MASKED_SCORE if w.causal else 0)
+    sm_threads = _softmax_threads(w.seqlen_kv, w.elem_bytes)
+    softmax_ops = [
+        Load(f"s{i}" if passes > 1 else "s", "S", ("bh", "r"), "N_kv*e") for i in range(passes)
+    ]
+    softmax = Launch(
+        name="softmax",
+        grid=(("r", w.seqlen_q), ("bh", bh)),
+        program=CtaProgram(
+            (
+                Role(
+                    "main",
+                    (
+                        *softmax_ops,
+                        Vector(
+                            exp="N_kv",
+                            fp32=f"N_kv*{per_score}",
+                            deps=tuple(op.id for op in softmax_ops),
+                        ),
+                        Store("P", ("bh", "r"), "N_kv*e"),
+                    ),
+                    sm_threads // 32,
+                ),
+            )
+        ),
+        # the cached row, or just the cross-warp reduction scratch (one fp32 per warp, twice)
+        smem_bytes=row_bytes if cached else 2 * (sm_threads // 32) * 4,
+        threads=sm_threads,
+        regs_per_thread=SOFTMAX_REGS,
+        mma_path=c.mma_path,
+    )
+
+    # -- 3. O = P V ------------------------------------------------------------
+    pv = Launch(
+        name="pv",
+        grid=(("m", p["T_r"]), ("bh", bh)),
+        program=CtaProgram(
+            (
+                Role(
+                    "main",
+                    (
+                        Loop(
+                            "j",
+                            "T_c",
+                            (
+                                Load("p", "P", ("bh", "m", "j"), f"{row_q}*{col_k}*e"),
+                                Load("v", "V", ("bh", "j"), f"{col_k}*d*e"),
+                                Mma(row_q, "d", col_k, dtype, deps=("p", "v")),
+                            ),
+                            prefetch=c.num_stages - 1,
+                        ),
+                        Store("O", ("bh", "m"), f"{row_q}*d*e_o"),
+                    ),
+                    c.num_warps,
+                ),
+            )
+        ),
+        smem_bytes=c.num_stages * (c.block_m * c.block_n + c.block_n * w.head_dim) * w.elem_bytes,
+        threads=threads,
+        regs_per_thread=regs_estimate(c.block_m * w.head_dim, threads),
+        mma_path=c.mma_path,
+    )
+
+    tensors = qkvo_tensors(w) + [
+        TensorSpec("S", (w.batch, w.heads, w.seqlen_q, w.seqlen_kv), dtype),
+        TensorSpec("P", (w.batch, w.heads, w.seqlen_q, w.seqlen_kv), dtype),
+    ]
+    return Trace(
+        algo="standard",
+        tensors=tuple(tensors),
+        launches=(qk, softmax, pv),
+        params=p,
+        workload=w.to_dict(),
+        config=c.to_dict(),
+    )
+
+
+def _softmax_threads(n: int, elem_bytes: int) -> int:
+    """PyTorch's block size for a row softmax: one vectorised access per thread,
+    a power of two between one warp and 1024 threads."""
+    per_thread = BYTES_PER_THREAD_LOAD // elem_bytes
+    threads = 32
+    while threads < 1024 and threads * per_thread < n:
+        threads *= 2
+    return threads

@@ -1,0 +1,130 @@
+"""Pieces the four trace generators share: tensors, params, tile-size expressions,
+causal block bounds, and the per-element operation counts.
+
+Every generator writes its CTA program once, as a template over the names
+defined here, so a program stays a few dozen ops whatever the sequence length:
+
+* params: ``B, H, N_q, N_kv, d, block_m, block_n, T_r = cdiv(N_q, block_m),
+  T_c = cdiv(N_kv, block_n), e`` (bytes per input element) and ``e_o`` (bytes
+  per output element);
+* tile sizes: ``rows(i)`` rows of Q block i and ``cols(j)`` columns of K/V
+  block j, smaller for the last block when a sequence length is not a multiple
+  of the block — a partial tile moves and multiplies only the elements it has.
+
+Causal masking is top-left aligned, as PyTorch's ``is_causal``: query row r sees
+key columns c <= r. A (Q block, K block) pair with no visible element is
+skipped by the FlashAttention generators; a pair with some masked element pays
+``FP32_PER_MASKED_SCORE`` per score.
+"""
+
+from __future__ import annotations
+
+from ..hwmodels.gpu import DTYPE_BYTES
+from .ir import TensorSpec
+from .workload import KernelConfig, Workload
+
+# -- per-element operation counts (FP32 lane ops: an FMA counts 2) ------------
+# One exponential per score for every algorithm: exp_count is B*H*N_q*N_kv for a
+# full (non-causal) attention. The online softmax's per-row correction
+# exp2(m_old - m_new) (1/block_n as many) is counted with the FP32 ops below.
+
+# Standard attention (PyTorch's math path).
+STANDARD_FP32_PER_SCORE_SCALE = 1  # S = Q K^T * scale, in the first GEMM's epilogue
+STANDARD_FP32_PER_SCORE_SOFTMAX = 4  # row max, subtract max, row sum, multiply by 1/sum
+FP32_PER_MASKED_SCORE = 1  # the causal select (standard: every score; flash: diagonal blocks)
+
+# Online softmax of the FlashAttention kernels, per score of an S tile.
+FLASH_FP32_PER_SCORE = 4  # row max (1), scale-and-subtract FMA feeding exp2 (2), row sum (1)
+# v2 / v3, per Q row per K/V block: new max (1), m_old - m_new (1), the correction
+# exp2 (1), l = l * alpha + rowsum (FMA, 2).
+FLASH_FP32_PER_ROW_STEP = 5
+FLASH_FP32_PER_O_STEP = 1  # acc *= alpha, per output element per K/V block
+FLASH_FP32_PER_O_FINAL = 1  # acc / l once at the end, per output element
+FLASH_FP32_PER_ROW_FINAL = 2  # lse = m + log(l), per row
+# v1 (Algorithm 1), per Q row per inner step: m_new (1), two differences (2), two
+# correction exponentials (2), l_new = e^a l + e^b l~ (3), 1/l_new (1).
+V1_FP32_PER_ROW_STEP = 9
+# v1, per output element per inner step:
+# O = diag(l_new)^-1 (diag(l) e^a O + e^b P~ V): scale old O (1), FMA with PV (2), divide (1).
+V1_FP32_PER_O_STEP = 4
+
+FP32_BYTES = 4  # the softmax statistics (l, m, log-sum-exp) are fp32
+
+
+def params(workload: Workload, config: KernelConfig) -> dict:
+    """The names every generator's expressions may use."""
+    bm, bn = config.block_m, config.block_n
+    return {
+        "B": workload.batch,
+        "H": workload.heads,
+        "N_q": workload.seqlen_q,
+        "N_kv": workload.seqlen_kv,
+        "d": workload.head_dim,
+        "block_m": bm,
+        "block_n": bn,
+        "T_r": -(-workload.seqlen_q // bm),
+        "T_c": -(-workload.seqlen_kv // bn),
+        "e": workload.elem_bytes,
+        "e_o": output_bytes(workload),
+    }
+
+
+def output_dtype(workload: Workload) -> str:
+    """FP8 attention takes e4m3 inputs and writes fp16 (as FlashAttention-3 does)."""
+    return "fp16" if workload.dtype == "fp8" else workload.dtype
+
+
+def output_bytes(workload: Workload) -> int:
+    return DTYPE_BYTES[output_dtype(workload)]
+
+
+def qkvo_tensors(workload: Workload) -> list[TensorSpec]:
+    w = workload
+    bh = (w.batch, w.heads)
+    return [
+        TensorSpec("Q", (*bh, w.seqlen_q, w.head_dim), w.dtype),
+        TensorSpec("K", (*bh, w.seqlen_kv, w.head_dim), w.dtype),
+        TensorSpec("V", (*bh, w.seqlen_kv, w.head_dim), w.dtype),
+        TensorSpec("O", (*bh, w.seqlen_q, w.head_dim), output_dtype(w)),
+    ]
+
+
+def row_stat(name: str, workload: Workload) -> TensorSpec:
+    """A per-row fp32 statistic: log-sum-exp (v2/v3), or v1's running l and m."""
+    return TensorSpec(name, (workload.batch, workload.heads, workload.seqlen_q), "fp32")
+
+
+def rows(i: str) -> str:
+    """Rows of Q block ``i`` (an expression): block_m, less for the last block."""
+    return f"min(block_m, N_q - block_m*{_wrap(i)})"
+
+
+def cols(j: str) -> str:
+    """Rows of K/V block ``j`` (columns of S): block_n, less for the last block."""
+    return f"min(block_n, N_kv - block_n*{_wrap(j)})"
+
+
+def causal_kv_blocks(m: str) -> str:
+    """K/V blocks with at least one score visible to Q block ``m`` (its trip count)."""
+    return f"min(T_c, cdiv(min(block_m*({m} + 1), N_q), block_n))"
+
+
+def causal_full_blocks(m: str) -> str:
+    """Leading K/V blocks that Q block ``m`` sees entirely (no masked score)."""
+    return f"min(T_c, (block_m*{_wrap(m)} + 1)//block_n)"
+
+
+def regs_estimate(fp32_per_cta: int, threads: int, overhead: int = 40) -> int:
+    """Registers per thread for a CTA holding ``fp32_per_cta`` accumulator values.
+
+    An estimate that only feeds occupancy (the compiler decides the real count):
+    the values spread over the threads, plus addresses, indices and loop state,
+    rounded up to the allocation granule of 8 and capped at the 255 a thread can
+    address.
+    """
+    regs = -(-fp32_per_cta // threads) + overhead
+    return min(255, -(-regs // 8) * 8)
+
+
+def _wrap(x: str) -> str:
+    return x if x.isidentifier() or x.isdigit() else f"({x})"
