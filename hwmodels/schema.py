@@ -165,7 +165,7 @@ def check_consistency(values: dict[str, Any], where: str) -> None:
     if values["smem_bytes_per_cta_max"] > values["smem_bytes_per_sm"]:
         raise TilesimError(
             f"{where}: smem_bytes_per_cta_max ({values['smem_bytes_per_cta_max']}) exceeds "
-            f"smem_bytes_per_sm ({values['smem_bytes_per_sm']}); lower it too"
+            f"smem_bytes_per_sm ({values['smem_bytes_per_sm']}); change both together"
         )
     if values["has_wgmma"] and values["tensor_fp16_wgmma_flop_per_clk_per_sm"] <= 0:
         raise TilesimError(
