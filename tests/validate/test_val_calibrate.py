@@ -1,0 +1,162 @@
+"""Calibration: measured figures -> preset fields, by explicit arithmetic."""
+
+import pytest
+from tilesim.hwmodels import load_gpu, write_preset
+from tilesim.validate import calibrate
+from tilesim.validate.calibrate import MiB, measurement
+
+from tilesim.errors import TilesimError
+
+SMS = 132
+
+
+def _rows(with_clock=True):
+    rows = [
+        measurement("device_sm_count", SMS, "SMs", "props"),
+        measurement("hbm_read", 4.2e12, "B/s", "stream_read 2 GiB"),
+        measurement("hbm_write", 4.08e12, "B/s", "stream_write 2 GiB"),
+        measurement("hbm_copy", 4.0e12, "B/s", "copy"),
+        measurement(
+            "tensor_fp16_wgmma@128x128x64",
+            800e12,
+            "FLOP/s",
+            "loop",
+            dtype="fp16",
+            path="wgmma",
+            clock_MHz=1980.0,
+        ),
+        measurement(
+            "tensor_bf16_wgmma@128x128x64",
+            810e12,
+            "FLOP/s",
+            "loop",
+            dtype="bf16",
+            path="wgmma",
+            clock_MHz=1980.0,
+        ),
+        measurement(
+            "tensor_fp16_wgmma@128x64x128",
+            700e12,
+            "FLOP/s",
+            "loop",
+            dtype="fp16",
+            path="wgmma",
+            clock_MHz=1980.0,
+        ),
+        measurement(
+            "tensor_fp8_wgmma@128x128x128",
+            1600e12,
+            "FLOP/s",
+            "loop",
+            dtype="fp8",
+            path="wgmma",
+            clock_MHz=1980.0,
+        ),
+        measurement(
+            "tensor_fp16_mma_sync@128x128x64",
+            500e12,
+            "FLOP/s",
+            "loop",
+            dtype="fp16",
+            path="mma_sync",
+            clock_MHz=1900.0,
+        ),
+        measurement("exp2", 4.0e12, "ops/s", "exp2 loop", clock_MHz=1980.0),
+        measurement("fp32_fma", 3.2e13, "ops/s", "fma loop"),
+        measurement("l2_latency", 2.0e-7, "s", "chase"),
+        measurement("hbm_latency", 4.0e-7, "s", "chase"),
+        measurement("launch_do_bench", 3.1e-6, "s", "empty"),
+    ]
+    for mib, tbps in ((8, 13.0), (16, 12.0), (24, 10.8), (32, 8.0), (40, 5.8)):
+        rows.append(
+            measurement(f"l2_read@{mib}MiB", tbps * 1e12, "B/s", "stream", size_bytes=mib * MiB)
+        )
+    if with_clock:
+        rows.append(measurement("sm_clock_sustained", 1.75e9, "Hz", "nvidia-smi", [1.75e9] * 9))
+    return rows
+
+
+def test_measurements_become_preset_fields():
+    base = load_gpu("h200")
+    gpu, fields, notes = calibrate.derive_preset(_rows(), base, "2026-11-30")
+    assert gpu.name == "h200_sxm_141gb.calibrated"
+    assert gpu.sm_clock_hz == 1.75e9
+    # best fp16-class shape (bf16 810 TFLOP/s) / (132 SMs x its 1980 MHz)
+    assert gpu.tensor_fp16_wgmma_flop_per_clk_per_sm == pytest.approx(
+        810e12 / (SMS * 1.98e9), rel=1e-3
+    )
+    assert gpu.tensor_fp8_wgmma_flop_per_clk_per_sm == pytest.approx(
+        1600e12 / (SMS * 1.98e9), rel=1e-3
+    )
+    assert gpu.tensor_fp16_mma_sync_flop_per_clk_per_sm == pytest.approx(
+        500e12 / (SMS * 1.9e9), rel=1e-3
+    )
+    assert gpu.sfu_ops_per_clk_per_sm == pytest.approx(4.0e12 / (SMS * 1.98e9), rel=1e-3)
+    # no clock sampled during the FMA run: the sustained clock
+    assert gpu.fp32_ops_per_clk_per_sm == pytest.approx(3.2e13 / (SMS * 1.75e9), rel=1e-3)
+    assert gpu.hbm_read_efficiency == pytest.approx(4.2 / 4.8, rel=1e-3)
+    assert gpu.hbm_write_efficiency == pytest.approx(4.08 / 4.8, rel=1e-3)
+    # largest working set <= L2/2 (30 MiB of 60): 24 MiB
+    assert gpu.l2_bandwidth_Bps == pytest.approx(10.8e12)
+    assert gpu.l2_hit_latency_cycles == pytest.approx(2.0e-7 * 1.75e9, rel=1e-2)
+    assert gpu.hbm_latency_cycles == pytest.approx(4.0e-7 * 1.75e9, rel=1e-2)
+    assert gpu.launch_overhead_s == pytest.approx(3.1e-6)
+    # untouched fields stay the datasheet's
+    assert gpu.hbm_bandwidth_Bps == base.hbm_bandwidth_Bps
+    assert gpu.smem_bytes_per_sm == base.smem_bytes_per_sm
+    assert "sm_count" not in fields and "hbm_bandwidth_Bps" not in fields
+    assert "hbm_read_efficiency" in fields and not notes
+    # each changed field says how it was measured
+    for f in fields:
+        assert gpu.sources[f].startswith("micro-benchmark 2026-11-30"), f
+    assert "24 MiB" in gpu.sources["l2_bandwidth_Bps"]
+
+
+def test_clock_derived_from_flops_when_not_sampled():
+    base = load_gpu("h200")
+    gpu, _, notes = calibrate.derive_preset(_rows(with_clock=False), base, "2026-11-30")
+    # best fp16 wgmma FLOP/s / (SMs x datasheet 4096 FLOP/clk/SM)
+    assert gpu.sm_clock_hz == pytest.approx(810e12 / (SMS * 4096), rel=1e-3)
+    assert "derived" in gpu.sources["sm_clock_hz"]
+    assert notes
+
+
+def test_efficiency_above_peak_is_clamped_with_a_note():
+    rows = [measurement("hbm_read", 5.0e12, "B/s", "x")]
+    gpu, fields, notes = calibrate.derive_preset(rows, load_gpu("h200"), "d")
+    assert gpu.hbm_read_efficiency == 1.0 and fields == ["hbm_read_efficiency"]
+    assert any("beats the datasheet" in n for n in notes)
+
+
+def test_a_different_sm_count_is_taken_from_the_driver():
+    rows = [
+        measurement("device_sm_count", 114, "SMs", "props"),
+        measurement("exp2", 4.0e12, "ops/s", "x", clock_MHz=1000.0),
+    ]
+    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200"), "d")
+    assert gpu.sm_count == 114
+    assert gpu.sfu_ops_per_clk_per_sm == pytest.approx(4.0e12 / (114 * 1e9), rel=1e-3)
+
+
+def test_calibrated_preset_round_trips_through_write_preset(tmp_path):
+    base = load_gpu("h200")
+    gpu, fields, _ = calibrate.derive_preset(_rows(), base, "2026-11-30")
+    path = tmp_path / "h200_sxm_141gb.calibrated.toml"
+    write_preset(gpu, path, "calibrated by a test", base=base.name, only=fields)
+    text = path.read_text()
+    assert 'base = "h200_sxm_141gb"' in text
+    assert load_gpu(str(path)) == gpu
+
+
+def test_pick_l2_point():
+    curve = [{"size_bytes": s * MiB, "value": v} for s, v in ((8, 3), (16, 2), (48, 1))]
+    assert calibrate.pick_l2_bandwidth(curve, 40 * MiB)["size_bytes"] == 16 * MiB
+    assert calibrate.pick_l2_bandwidth(curve, 8 * MiB) is None
+
+
+def test_base_preset_for_device_names():
+    assert calibrate.base_preset_for("NVIDIA H200") == "h200_sxm_141gb"
+    assert calibrate.base_preset_for("NVIDIA H100 80GB HBM3") == "h100_sxm5_80gb"
+    assert calibrate.base_preset_for("NVIDIA A100-SXM4-80GB") == "a100_sxm4_80gb"
+    with pytest.raises(TilesimError, match="--base"):
+        calibrate.base_preset_for("NVIDIA GeForce RTX 4090")

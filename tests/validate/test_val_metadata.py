@@ -1,0 +1,49 @@
+"""Metadata collected beside measurements: nvidia-smi parsing, names, digests."""
+
+from tilesim.validate import metadata
+
+SMI = (
+    "name, clocks.current.sm [MHz], clocks.current.memory [MHz], clocks.max.sm [MHz], "
+    "power.limit [W], temperature.gpu, driver_version\n"
+    """NVIDIA H200, 1980 MHz, 3201 MHz, 1980 MHz, 700.00 W, 34, 580.159.04
+NVIDIA H200, 345 MHz, [N/A], 1980 MHz, [N/A], 30, 580.159.04
+"""
+)
+
+
+def test_parse_nvidia_smi_csv():
+    rows = metadata.parse_nvidia_smi_csv(SMI)
+    assert rows[0] == {
+        "name": "NVIDIA H200",
+        "clocks_sm_MHz": 1980.0,
+        "clocks_mem_MHz": 3201.0,
+        "clocks_max_sm_MHz": 1980.0,
+        "power_limit_W": 700.0,
+        "temperature_C": 34.0,
+        "driver_version": "580.159.04",
+    }
+    assert rows[1]["clocks_sm_MHz"] == 345.0
+    assert rows[1]["clocks_mem_MHz"] is None and rows[1]["power_limit_W"] is None
+    assert metadata.parse_nvidia_smi_csv("") == []
+
+
+def test_query_matches_the_parser():
+    cmd = metadata.nvidia_smi_command()
+    fields = cmd[1].removeprefix("--query-gpu=").split(",")
+    assert fields == [f for f, _ in metadata.NVIDIA_SMI_FIELDS]
+    assert cmd[2] == "--format=csv"
+
+
+def test_gpu_slug():
+    assert metadata.gpu_slug("NVIDIA H200") == "h200"
+    assert metadata.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
+    assert metadata.gpu_slug("NVIDIA A100-SXM4-80GB") == "a100"
+    assert metadata.gpu_slug("Some GPU!") == "some-gpu"
+
+
+def test_source_digest_is_stable_and_versions_present(monkeypatch):
+    assert metadata.source_digest() == metadata.source_digest()
+    v = metadata.software_versions()
+    assert v["python"] and v["tilesim"]
+    monkeypatch.setenv("TILESIM_GIT_COMMIT", "abc123")
+    assert metadata.git_commit() == "abc123"

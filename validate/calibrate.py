@@ -1,0 +1,342 @@
+"""`tilesim calibrate`: micro-benchmark the GPU at hand and write a calibrated preset.
+
+Two halves. :func:`run_calibration` (GPU) runs the Triton micro-benchmarks of
+:mod:`tilesim.validate.microbench` and returns raw measurements, one row each
+(``name``, ``value``, ``unit``, ``method``, ``samples``). :func:`derive_preset`
+(pure, CPU-tested) turns those rows into preset fields with explicit arithmetic,
+each with a source line saying how it was measured. The calibrated preset is an
+overlay on the datasheet one (``base = "h200_sxm_141gb"``): only measured fields
+change.
+
+Calibration never looks at attention timings: that is what validation compares
+the model against, and fitting to it would make the accuracy figure meaningless.
+
+Conversions (rates per SM per clock use the SM clock read during that benchmark):
+
+* ``sm_clock_hz`` = median ``nvidia-smi clocks.sm`` sampled during a sustained
+  tensor-core run (attention kernels are tensor-core bound at large N, so this is
+  the clock they run at); without samples, measured tensor FLOP/s ÷ (SMs ×
+  datasheet FLOP/clk/SM) (the clock the datasheet rate would need).
+* tensor FLOP/clk/SM = best measured ``tl.dot`` FLOP/s over the kernels' tile
+  shapes ÷ (SMs × clock). The best shape is the pipe's rate; slower shapes lose
+  to issue overhead that the kernels' own tiles may not pay.
+* ``sfu_ops_per_clk_per_sm`` = exp2/s ÷ (SMs × clock); ``fp32_ops_per_clk_per_sm``
+  = FMA lane-ops/s ÷ (SMs × clock).
+* ``hbm_read_efficiency`` = streaming-read B/s ÷ datasheet peak; write likewise.
+* ``l2_bandwidth_Bps`` = streaming read B/s at the largest working set of at most
+  half the L2 (see :func:`pick_l2_bandwidth`).
+* latencies: pointer-chase seconds per hop × ``sm_clock_hz`` (so that the engine,
+  which converts cycles at that clock, reproduces the measured seconds).
+* ``launch_overhead_s`` = an empty kernel timed by ``do_bench``: the floor of any
+  one-launch time that validation measures the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable, Sequence
+
+from ..errors import TilesimError
+from ..hwmodels.gpu import GPU
+
+MiB = 1 << 20
+GiB = 1 << 30
+CALIBRATED_SUFFIX = ".calibrated"
+# Torch device name fragments -> datasheet preset of that GPU.
+DEVICE_PRESETS = (
+    ("h200", "h200_sxm_141gb"),
+    ("h100", "h100_sxm5_80gb"),
+    ("a100", "a100_sxm4_80gb"),
+)
+
+
+def base_preset_for(device_name: str) -> str:
+    """The datasheet preset of a GPU by the name torch reports ("NVIDIA H200" -> h200_...)."""
+    lowered = device_name.lower()
+    for fragment, preset in DEVICE_PRESETS:
+        if fragment in lowered:
+            return preset
+    raise TilesimError(
+        f"no datasheet preset for GPU {device_name!r}: pass --base with the closest preset"
+    )
+
+
+def measurement(
+    name: str, value: float, unit: str, method: str, samples: Sequence[float] = (), **extra
+) -> dict:
+    """One raw calibration row (the schema of a ``calibrate`` results file)."""
+    row = {"name": name, "value": float(value), "unit": unit, "method": method}
+    row["samples"] = [float(s) for s in samples]
+    row.update(extra)
+    return row
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    """Round to ``digits`` significant digits: a preset says 4.13e12, not 4.1283765e12."""
+    return float(f"{x:.{digits}g}")
+
+
+def _by_name(rows: Sequence[dict]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for row in rows:
+        out[row["name"]] = row
+    return out
+
+
+def pick_l2_bandwidth(curve: Sequence[dict], l2_bytes: int) -> dict | None:
+    """The L2 read-bandwidth point the preset takes from the measured curve.
+
+    The largest working set of at most half the L2: below it every size hits
+    (the curve is flat), above it the curve falls toward HBM as lines spill (on
+    the H100/H200, whose L2 is two partitions, well before the nominal size). The
+    half-L2 point is the largest set still served from L2 — the regime of
+    attention's hot K/V tiles, a few heads' worth (8 MiB per head at N=16k, d=128).
+    """
+    fitting = [row for row in curve if row["size_bytes"] <= l2_bytes // 2]
+    if not fitting:
+        return None
+    return max(fitting, key=lambda row: row["size_bytes"])
+
+
+def _clock_of(row: dict, fallback_hz: float) -> float:
+    mhz = row.get("clock_MHz")
+    return mhz * 1e6 if mhz else fallback_hz
+
+
+def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list[str], list[str]]:
+    """Calibrated `GPU` from raw measurement rows: (gpu, fields changed, notes).
+
+    Pure arithmetic on the rows; every changed field gets a source line with the
+    kernel, size, sample count, date and the formula.
+    """
+    m = _by_name(rows)
+    changes: dict[str, float | int] = {}
+    sources: dict[str, str] = {}
+    notes: list[str] = []
+    mb = f"micro-benchmark {date}"
+
+    def put(field: str, value: float | int, source: str) -> None:
+        changes[field] = value
+        sources[field] = f"{mb}: {source}"
+
+    sm_count = base.sm_count
+    props = m.get("device_sm_count")
+    if props and int(props["value"]) != base.sm_count:
+        sm_count = int(props["value"])
+        put("sm_count", sm_count, f"driver reports {sm_count} SMs")
+    l2 = m.get("device_l2_bytes")
+    if l2 and int(l2["value"]) != base.l2_bytes:
+        put("l2_bytes", int(l2["value"]), f"driver reports {int(l2['value'])} B of L2")
+
+    # -- clock --------------------------------------------------------------------------
+    tensor = _tensor_rows(rows)
+    clock_row = m.get("sm_clock_sustained")
+    if clock_row:
+        clock = _sig(clock_row["value"])
+        put(
+            "sm_clock_hz",
+            clock,
+            f"nvidia-smi clocks.sm sampled every {clock_row.get('interval_ms', '?')} ms during "
+            f"a {clock_row.get('duration_s', '?')} s tl.dot loop, median of "
+            f"{len(clock_row.get('samples', []))}",
+        )
+    elif tensor.get(("fp16", "wgmma")) or tensor.get(("fp16", "mma_sync")):
+        path = "wgmma" if tensor.get(("fp16", "wgmma")) else "mma_sync"
+        best = tensor[("fp16", path)]
+        per_clk = base.tensor_flop_per_clk_per_sm("fp16", path)
+        clock = _sig(best["value"] / (sm_count * per_clk))
+        put(
+            "sm_clock_hz",
+            clock,
+            f"derived: {best['value']:.4g} FLOP/s ({best['name']}) / ({sm_count} SMs x "
+            f"{per_clk:g} datasheet FLOP/clk/SM); no clock samples",
+        )
+        notes.append("no nvidia-smi clock samples: clock derived from tensor FLOP/s")
+    else:
+        clock = base.sm_clock_hz
+
+    # -- tensor cores ---------------------------------------------------------------------
+    fields = {
+        ("fp16", "wgmma"): "tensor_fp16_wgmma_flop_per_clk_per_sm",
+        ("fp16", "mma_sync"): "tensor_fp16_mma_sync_flop_per_clk_per_sm",
+        ("fp8", "wgmma"): "tensor_fp8_wgmma_flop_per_clk_per_sm",
+    }
+    for key, field in fields.items():
+        best = tensor.get(key)
+        if best is None:
+            continue
+        if getattr(base, field) == 0:
+            notes.append(f"{best['name']} measured but {base.name} has no {field}; not set")
+            continue
+        hz = _clock_of(best, clock)
+        per_clk = _sig(best["value"] / (sm_count * hz))
+        put(
+            field,
+            per_clk,
+            f"{best['value']:.4g} FLOP/s best of {best['name']} ({best.get('method', '')}) / "
+            f"({sm_count} SMs x {hz / 1e6:.0f} MHz)",
+        )
+
+    # -- SFU, FP32 --------------------------------------------------------------------------
+    for name, field, what in (
+        ("exp2", "sfu_ops_per_clk_per_sm", "exp2/s"),
+        ("fp32_fma", "fp32_ops_per_clk_per_sm", "FMA lane-ops/s"),
+    ):
+        row = m.get(name)
+        if row:
+            hz = _clock_of(row, clock)
+            put(
+                field,
+                _sig(row["value"] / (sm_count * hz)),
+                f"{row['value']:.4g} {what} ({row.get('method', '')}) / ({sm_count} SMs x "
+                f"{hz / 1e6:.0f} MHz)",
+            )
+
+    # -- HBM ------------------------------------------------------------------------------------
+    for name, field in (("hbm_read", "hbm_read_efficiency"), ("hbm_write", "hbm_write_efficiency")):
+        row = m.get(name)
+        if not row:
+            continue
+        eff = row["value"] / base.hbm_bandwidth_Bps
+        text = (
+            f"{row['value']:.4g} B/s ({row.get('method', '')}) / {base.hbm_bandwidth_Bps:.4g} "
+            "B/s datasheet peak"
+        )
+        if eff > 1:
+            notes.append(f"{name} {row['value']:.4g} B/s beats the datasheet peak; set to 1")
+            eff, text = 1.0, text + " (above peak: clamped to 1)"
+        put(field, _sig(eff), text)
+
+    # -- L2 --------------------------------------------------------------------------------------
+    l2_bytes = int(changes.get("l2_bytes", base.l2_bytes))
+    curve = sorted((r for r in rows if r["name"].startswith("l2_read@")), key=_size)
+    point = pick_l2_bandwidth(curve, l2_bytes)
+    if point:
+        shape = ", ".join(f"{r['size_bytes'] / MiB:g} MiB {r['value'] / 1e12:.2f}" for r in curve)
+        put(
+            "l2_bandwidth_Bps",
+            _sig(point["value"]),
+            f"streaming read of {point['size_bytes'] / MiB:g} MiB (largest set <= L2/2; "
+            f"curve TB/s: {shape})",
+        )
+
+    # -- latencies ------------------------------------------------------------------------------
+    for name, field in (
+        ("l2_latency", "l2_hit_latency_cycles"),
+        ("hbm_latency", "hbm_latency_cycles"),
+    ):
+        row = m.get(name)
+        if row:
+            put(
+                field,
+                _sig(row["value"] * clock, 3),
+                f"pointer chase {row['value'] * 1e9:.0f} ns/hop ({row.get('method', '')}) x "
+                f"{clock / 1e6:.0f} MHz",
+            )
+
+    row = m.get("launch_do_bench")
+    if row:
+        put(
+            "launch_overhead_s",
+            _sig(row["value"], 3),
+            f"empty Triton kernel, do_bench median ({row.get('method', '')})",
+        )
+
+    gpu = dataclasses.replace(
+        base,
+        **changes,
+        name=base.name + CALIBRATED_SUFFIX,
+        display_name=f"{base.display_name} (calibrated {date})",
+        sources={**base.sources, **sources},
+    )
+    return gpu, sorted(changes), notes
+
+
+def _size(row: dict) -> int:
+    return int(row["size_bytes"])
+
+
+def _tensor_rows(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
+    """The best tensor-core row per (dtype class, path); bf16 counts as fp16."""
+    best: dict[tuple[str, str], dict] = {}
+    for row in rows:
+        if not row["name"].startswith("tensor_"):
+            continue
+        dtype = "fp16" if row["dtype"] in ("fp16", "bf16") else row["dtype"]
+        key = (dtype, row["path"])
+        if key not in best or row["value"] > best[key]["value"]:
+            best[key] = row
+    return best
+
+
+def median(xs: Sequence[float]) -> float:
+    if not xs:
+        raise TilesimError("no samples")
+    return float(statistics.median(xs))
+
+
+def calibrated_name(base_name: str) -> str:
+    return base_name + CALIBRATED_SUFFIX
+
+
+def summary_lines(rows: Sequence[dict], fmt: Callable[[dict], str] | None = None) -> list[str]:
+    """One line per measurement for the console."""
+    fmt = fmt or _fmt_row
+    return [fmt(row) for row in rows]
+
+
+def _fmt_row(row: dict) -> str:
+    unit = row["unit"]
+    value = row["value"]
+    scaled = {
+        "B/s": (1e12, "TB/s"),
+        "FLOP/s": (1e12, "TFLOP/s"),
+        "ops/s": (1e12, "Tops/s"),
+        "s": (1e-6, "us"),
+        "Hz": (1e6, "MHz"),
+    }
+    div, label = scaled.get(unit, (1.0, unit))
+    return f"{row['name']:<34} {value / div:10.3f} {label:<8} {row.get('method', '')}"
+
+
+# -- the GPU run ------------------------------------------------------------------------------
+
+
+def run_calibration(quick: bool = False, log: Callable[[str], None] = print) -> list[dict]:
+    """Run every micro-benchmark on GPU 0; returns the raw rows (a failed one is logged, skipped).
+
+    Takes about a minute (``quick``: a third of that), most of it Triton compiling.
+    """
+    import torch
+
+    from . import microbench as mb  # torch + triton: imported only on a GPU run
+
+    props = torch.cuda.get_device_properties(0)
+    rows = [
+        measurement(
+            "device_sm_count", props.multi_processor_count, "SMs", "torch device properties"
+        )
+    ]
+    l2 = int(getattr(props, "L2_cache_size", 0))
+    if l2:
+        rows.append(measurement("device_l2_bytes", l2, "B", "torch device properties"))
+    with mb.ClockSampler(interval_ms=50) as sampler:
+        bench = mb.Bench(sampler, quick=quick, log=log)
+        steps = (
+            ("HBM bandwidth", bench.hbm),
+            ("L2 bandwidth curve", bench.l2),
+            ("latency (pointer chase)", bench.latency),
+            ("tensor cores (tl.dot loops)", bench.tensor),
+            ("sustained SM clock", bench.sustained_clock),
+            ("exp2 (SFU)", bench.exp2),
+            ("FP32 FMA", bench.fp32),
+            ("launch overhead", bench.launch),
+        )
+        for title, step in steps:
+            log(f"{title}:")
+            try:
+                step()
+            except Exception as exc:  # a broken benchmark leaves its fields at the datasheet
+                log(f"  failed: {' '.join(str(exc).split())[:200]}")
+    return rows + bench.rows

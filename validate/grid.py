@@ -1,0 +1,166 @@
+"""The shapes validation and benchmarking run: one fixed budget of tokens per batch.
+
+Every point of the grid has the same number of tokens per batch (16k) and the
+same model width H·d (2048), as in the FlashAttention papers' benchmarks: so
+batch = tokens // N and heads = hidden // d, and the FLOPs grow linearly in N
+(4·tokens·hidden·N), which keeps every kernel long enough to time well.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import TilesimError
+from ..hwmodels.gpu import GPU
+from ..traces.config import check_algo, default_config
+from ..traces.workload import ALGOS, KernelConfig, Workload
+
+TOKENS = 16384  # tokens per batch (batch x seqlen)
+HIDDEN = 2048  # model width, heads x head_dim
+VALIDATE_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+BENCH_SEQLENS = (1024, 2048, 4096, 8192, 16384)
+HEAD_DIMS = (64, 128)
+CAUSAL = (False, True)
+# The PyTorch SDPA backends `tilesim bench` times beside tilesim's own kernels.
+SDPA_BACKENDS = ("math", "flash", "efficient", "cudnn")
+# Spot checks beside the fp16 grid (few points: they cost GPU time, not insight).
+BF16_SEQLENS = (1024, 8192)
+FP8_SEQLENS = (1024, 4096, 16384)
+
+
+def batch_heads(seqlen: int, head_dim: int, tokens: int = TOKENS, hidden: int = HIDDEN):
+    """(batch, heads) for a sequence length and head dim at a fixed token budget and width."""
+    if seqlen <= 0 or head_dim <= 0:
+        raise TilesimError(f"seqlen and head_dim must be positive, got {seqlen} and {head_dim}")
+    if seqlen > tokens:
+        raise TilesimError(f"seqlen {seqlen} exceeds the {tokens} tokens per batch")
+    if tokens % seqlen:
+        raise TilesimError(f"{tokens} tokens per batch is not a multiple of seqlen {seqlen}")
+    if hidden % head_dim:
+        raise TilesimError(f"hidden size {hidden} is not a multiple of head_dim {head_dim}")
+    return tokens // seqlen, hidden // head_dim
+
+
+def workload(
+    seqlen: int,
+    head_dim: int,
+    causal: bool = False,
+    dtype: str = "fp16",
+    tokens: int = TOKENS,
+    hidden: int = HIDDEN,
+) -> Workload:
+    batch, heads = batch_heads(seqlen, head_dim, tokens, hidden)
+    return Workload(batch, heads, seqlen, seqlen, head_dim, causal=causal, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    algo: str
+    workload: Workload
+    config: KernelConfig
+    group: str  # "fp16" (the main grid), "bf16" or "fp8" (spot checks)
+
+    @property
+    def label(self) -> str:
+        w = self.workload
+        mask = "causal" if w.causal else "full"
+        return (
+            f"{self.algo} {w.dtype} d={w.head_dim} N={w.seqlen_q} {mask} (B={w.batch} H={w.heads})"
+        )
+
+
+def _runnable(algo: str, w: Workload, gpu: GPU) -> bool:
+    try:
+        check_algo(algo, w, gpu)
+    except TilesimError:
+        return False
+    return True
+
+
+def validate_grid(
+    gpu: GPU,
+    algos: tuple[str, ...] = ALGOS,
+    seqlens: tuple[int, ...] = VALIDATE_SEQLENS,
+    head_dims: tuple[int, ...] = HEAD_DIMS,
+    causal: tuple[bool, ...] = CAUSAL,
+    spot_checks: bool = True,
+    tokens: int = TOKENS,
+    hidden: int = HIDDEN,
+) -> list[GridPoint]:
+    """The points of `tilesim validate`, in run order.
+
+    The fp16 grid is every algorithm x head dim x seqlen x mask; then bf16 spot
+    checks (each algorithm, d=128, two seqlens) and FP8 for v3 where the GPU has
+    fp8 tensor cores. Points an algorithm cannot run on ``gpu`` (v3 off Hopper)
+    are left out. Points are grouped by (algo, dtype, d, mask), seqlen innermost,
+    so each kernel variant compiles once and then runs all its sizes.
+    """
+    for algo in algos:
+        if algo not in ALGOS:
+            raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
+    specs: list[tuple[str, str, int, bool, tuple[int, ...]]] = []
+    for algo in algos:
+        for d in head_dims:
+            for c in causal:
+                specs.append((algo, "fp16", d, c, seqlens))
+    if spot_checks:
+        for algo in algos:
+            specs.append((algo, "bf16", 128, False, BF16_SEQLENS))
+        if "v3" in algos:
+            for d in head_dims:
+                for c in causal:
+                    specs.append(("v3", "fp8", d, c, FP8_SEQLENS))
+    points = []
+    for algo, dtype, d, c, ns in specs:
+        for n in ns:
+            w = workload(n, d, c, dtype, tokens, hidden)
+            if not _runnable(algo, w, gpu):
+                continue
+            points.append(GridPoint(algo, w, default_config(algo, w, gpu), dtype))
+    return points
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    workload: Workload
+
+    @property
+    def label(self) -> str:
+        w = self.workload
+        mask = "causal" if w.causal else "full"
+        return f"{w.dtype} d={w.head_dim} N={w.seqlen_q} {mask} (B={w.batch} H={w.heads})"
+
+
+def bench_shapes(
+    seqlens: tuple[int, ...] = BENCH_SEQLENS,
+    head_dims: tuple[int, ...] = (128, 64),
+    causal: tuple[bool, ...] = CAUSAL,
+    dtype: str = "fp16",
+    tokens: int = TOKENS,
+    hidden: int = HIDDEN,
+) -> list[BenchShape]:
+    return [
+        BenchShape(workload(n, d, c, dtype, tokens, hidden))
+        for d in head_dims
+        for c in causal
+        for n in seqlens
+    ]
+
+
+def sdpa_flash_config(head_dim: int) -> KernelConfig | None:
+    """The tile schedule of PyTorch SDPA's `flash` backend, as a tilesim v2 config.
+
+    That backend is FlashAttention-2's CUDA code: Ampere-style mma.sync (also on
+    Hopper), 4 warps, K/V double-buffered with cp.async, tiles 128 x 128 at d=64
+    and 128 x 64 at d=128 (FlashAttention-2 paper and its kernel traits). None for
+    head dims whose tiles are not described here.
+    """
+    tiles = {64: (128, 128), 128: (128, 64)}
+    if head_dim not in tiles:
+        return None
+    block_m, block_n = tiles[head_dim]
+    return KernelConfig(block_m, block_n, num_warps=4, num_stages=2, mma_path="mma_sync")
+
+
+# External kernels whose schedule tilesim can predict: bench impl -> (algo, config fn).
+EXTERNAL_SCHEDULES = {"sdpa-flash": ("v2", sdpa_flash_config)}

@@ -1,0 +1,565 @@
+"""Micro-benchmark kernels for `tilesim calibrate` (needs torch, triton and a CUDA GPU).
+
+Each benchmark isolates one figure the model needs and returns a calibration row
+(see :func:`tilesim.validate.calibrate.measurement`):
+
+* streaming read / write / copy over a buffer far larger than L2 (HBM), and
+  streaming reads of working sets below L2 size, many passes in one launch (L2);
+* ``tl.dot`` in a register loop at the attention kernels' tile shapes (tensor
+  cores; fp16, bf16, fp8 e4m3; wgmma and, with Triton's ``DISABLE_MMA_V3``, mma.sync);
+* chains of exp2 (SFU) and of FMAs (FP32 pipe);
+* pointer chases through L2 and through HBM (latency);
+* an empty kernel, through do_bench and inside a CUDA graph (launch overhead).
+
+Loads use ``cache_modifier=".cg"`` (cache in L2, not L1) so that re-reads
+measure L2, and pass r of a multi-pass read starts each CTA on another block, so
+no compiler can hoist a load out of the loop. Every kernel's output is checked
+against torch before it is timed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+import torch
+import triton
+import triton.language as tl
+from triton.testing import do_bench
+
+from ..errors import TilesimError
+from .calibrate import GiB, MiB, measurement, median
+
+READ_BLOCK = 2048  # fp32 elements per CTA per step: 8 KiB, 16 B vector loads
+CTAS_PER_SM_STREAM = 4
+
+
+# -- kernels ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _stream_read(
+    x_ptr,  # *fp32 buffer of n_blocks * BLOCK elements
+    out_ptr,  # *fp32 [grid * BLOCK] partial sums (keeps the loads alive)
+    n_blocks,  # blocks in the buffer
+    passes,  # times the whole buffer is read
+    BLOCK: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for r in range(passes):
+        # -- pass r: CTA p reads blocks (p + r) mod nprog, + nprog, ... ----------------
+        start = (pid + r) % nprog
+        for j in range(start, n_blocks, nprog):
+            acc += tl.load(x_ptr + j.to(tl.int64) * BLOCK + offs, cache_modifier=".cg")
+    tl.store(out_ptr + pid * BLOCK + offs, acc)
+
+
+@triton.jit
+def _stream_write(y_ptr, n_blocks, value, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    v = tl.zeros([BLOCK], dtype=tl.float32) + value
+    for j in range(pid, n_blocks, nprog):
+        tl.store(y_ptr + j.to(tl.int64) * BLOCK + offs, v)
+
+
+@triton.jit
+def _stream_copy(x_ptr, y_ptr, n_blocks, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    for j in range(pid, n_blocks, nprog):
+        o = j.to(tl.int64) * BLOCK + offs
+        tl.store(y_ptr + o, tl.load(x_ptr + o, cache_modifier=".cg"))
+
+
+def _mma_loop_src(
+    a_ptr,  # [BM, BK] operand, loaded once
+    b_ptr,  # [BK, BN] operand, loaded once
+    c_ptr,  # *fp32 [grid, BM, BN] accumulators (keeps the dots alive)
+    iters,  # dots per CTA
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for _ in range(iters):
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + pid.to(tl.int64) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+
+
+# Two JIT objects of one source: the second is compiled with DISABLE_MMA_V3=1 (mma.sync
+# on Hopper) and must not share the first's in-memory cache.
+_mma_loop = triton.jit(_mma_loop_src)
+_mma_loop_sync = triton.jit(_mma_loop_src)
+
+
+@triton.jit
+def _exp2_loop(x_ptr, out_ptr, iters, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)  # in [0, 1): exp2(-x) stays in (0.5, 1]
+    for _ in range(iters):
+        x = tl.math.exp2(-x)
+    tl.store(out_ptr + pid * BLOCK + offs, x)
+
+
+@triton.jit
+def _fma_loop(x_ptr, out_ptr, iters, a, b, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    for _ in range(iters):
+        # four dependent FMAs per trip: loop bookkeeping stays a small share of issue slots
+        x = x * a + b
+        x = x * a + b
+        x = x * a + b
+        x = x * a + b
+    tl.store(out_ptr + pid * BLOCK + offs, x)
+
+
+@triton.jit
+def _chase(next_ptr, out_ptr, steps):
+    idx = tl.load(next_ptr)
+    for _ in range(steps):
+        idx = tl.load(next_ptr + idx, cache_modifier=".cg")
+    tl.store(out_ptr, idx)
+
+
+@triton.jit
+def _empty(x_ptr):
+    pass
+
+
+# -- timing --------------------------------------------------------------------------
+
+
+def time_calls(fn: Callable[[], object], min_time_s: float = 0.3, max_calls: int = 2000):
+    """Median seconds of back-to-back calls of ``fn`` (no L2 flush), with the samples.
+
+    Two warm-up calls; then calls timed one by one with CUDA events until
+    ``min_time_s`` of wall time has passed.
+    """
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    events = []
+    t0 = time.perf_counter()
+    while len(events) < max_calls:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        events.append((start, end))
+        if len(events) % 8 == 0:
+            torch.cuda.synchronize()
+            if time.perf_counter() - t0 >= min_time_s:
+                break
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) * 1e-3 for s, e in events]
+    return median(samples), samples
+
+
+class ClockSampler:
+    """Samples ``nvidia-smi clocks.sm`` every ``interval_ms`` in the background.
+
+    Read-only: it queries the clock, never sets it. No nvidia-smi: no samples.
+    """
+
+    def __init__(self, interval_ms: int = 50):
+        self.interval_ms = interval_ms
+        self.samples: list[tuple[float, float]] = []  # (perf_counter, MHz)
+        self._proc = None
+        self._thread = None
+
+    def __enter__(self):
+        if shutil.which("nvidia-smi") is None:
+            return self
+        cmd = [
+            "nvidia-smi",
+            "--query-gpu=clocks.sm",
+            "--format=csv,noheader,nounits",
+            f"-lms={self.interval_ms}",
+            "-i=0",
+        ]
+        try:
+            self._proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            )
+        except OSError:
+            return self
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            try:
+                self.samples.append((time.perf_counter(), float(line.strip())))
+            except ValueError:
+                continue
+
+    def __exit__(self, *exc):
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._thread.join(timeout=5)
+        return False
+
+    def between(self, t0: float, t1: float) -> list[float]:
+        return [mhz for t, mhz in self.samples if t0 <= t <= t1]
+
+
+class Bench:
+    """Runs the micro-benchmarks on GPU 0 and collects calibration rows."""
+
+    def __init__(self, sampler: ClockSampler, quick: bool = False, log=print):
+        props = torch.cuda.get_device_properties(0)
+        self.sm_count = props.multi_processor_count
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 0)) or 50 * MiB
+        self.sampler = sampler
+        self.quick = quick
+        self.log = log
+        self.rows: list[dict] = []
+        self.min_time_s = 0.15 if quick else 0.4
+
+    def add(self, row: dict) -> dict:
+        self.rows.append(row)
+        from .calibrate import summary_lines
+
+        self.log("  " + summary_lines([row])[0])
+        return row
+
+    def timed(self, fn, min_time_s: float | None = None) -> tuple[float, list[float], float | None]:
+        """(median s, samples, median SM clock MHz during the run or None)."""
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        t, samples = time_calls(fn, min_time_s or self.min_time_s)
+        clocks = self.sampler.between(t0, time.perf_counter())
+        return t, samples, (median(clocks) if clocks else None)
+
+    # -- memory -----------------------------------------------------------------------
+    def hbm(self, nbytes: int = 2 * GiB) -> None:
+        block = READ_BLOCK
+        n_blocks = nbytes // (4 * block)
+        nbytes = n_blocks * block * 4
+        grid = (self.sm_count * CTAS_PER_SM_STREAM,)
+        x = torch.rand(n_blocks * block, device="cuda")
+        y = torch.empty_like(x)
+        out = torch.empty(grid[0] * block, device="cuda")
+        # correctness: one pass reads every element once
+        _stream_read[grid](x, out, n_blocks, 1, BLOCK=block)
+        _check_close(out.double().sum(), x.double().sum(), "stream_read")
+        _stream_copy[grid](x, y, n_blocks, BLOCK=block)
+        if not torch.equal(x, y):
+            raise TilesimError("micro-benchmark stream_copy copied wrong data")
+        _stream_write[grid](y, n_blocks, 0.5, BLOCK=block)
+        if not bool((y == 0.5).all()):
+            raise TilesimError("micro-benchmark stream_write wrote wrong data")
+
+        size = f"{nbytes / GiB:g} GiB, {grid[0]} CTAs"
+        t, s, _ = self.timed(lambda: _stream_read[grid](x, out, n_blocks, 1, BLOCK=block))
+        self.add(
+            measurement("hbm_read", nbytes / t, "B/s", f"stream_read {size}", s, size_bytes=nbytes)
+        )
+        t, s, _ = self.timed(lambda: _stream_write[grid](y, n_blocks, 1.0, BLOCK=block))
+        self.add(
+            measurement(
+                "hbm_write", nbytes / t, "B/s", f"stream_write {size}", s, size_bytes=nbytes
+            )
+        )
+        t, s, _ = self.timed(lambda: _stream_copy[grid](x, y, n_blocks, BLOCK=block))
+        self.add(
+            measurement(
+                "hbm_copy",
+                2 * nbytes / t,
+                "B/s",
+                f"stream_copy {size}, read+write bytes",
+                s,
+                size_bytes=nbytes,
+            )
+        )
+        t, s, _ = self.timed(lambda: y.copy_(x))
+        self.add(
+            measurement(
+                "torch_copy",
+                2 * nbytes / t,
+                "B/s",
+                f"torch copy_ {size}, read+write bytes",
+                s,
+                size_bytes=nbytes,
+            )
+        )
+
+    def l2(self, sizes_mib=(8, 16, 24, 32, 40, 48)) -> None:
+        block = READ_BLOCK
+        grid = (self.sm_count * CTAS_PER_SM_STREAM,)
+        out = torch.empty(grid[0] * block, device="cuda")
+        target = (0.5 if self.quick else 2.0) * GiB  # bytes read per launch
+        for mib in sizes_mib:
+            n_blocks = (mib * MiB) // (4 * block)
+            nbytes = n_blocks * block * 4
+            passes = max(1, int(target // nbytes))
+            x = torch.rand(n_blocks * block, device="cuda")
+            _stream_read[grid](x, out, n_blocks, 2, BLOCK=block)
+            _check_close(out.double().sum(), 2 * x.double().sum(), "stream_read (L2)")
+            t, s, _ = self.timed(lambda: _stream_read[grid](x, out, n_blocks, passes, BLOCK=block))  # noqa: B023
+            self.add(
+                measurement(
+                    f"l2_read@{mib}MiB",
+                    nbytes * passes / t,
+                    "B/s",
+                    f"stream_read {mib} MiB x {passes} passes in one launch, {grid[0]} CTAs",
+                    s,
+                    size_bytes=nbytes,
+                    passes=passes,
+                )
+            )
+
+    def latency(self) -> None:
+        for name, nbytes, steps in (("l2_latency", 4 * MiB, 20000), ("hbm_latency", GiB, 20000)):
+            if self.quick:
+                steps //= 4
+            stride = 32  # int64 elements: 256 B between nodes, one L2 line each
+            nodes = nbytes // (8 * stride)
+            gen = torch.Generator(device="cuda").manual_seed(1234)
+            perm = torch.randperm(nodes, device="cuda", generator=gen) * stride
+            nxt = torch.zeros(nodes * stride, dtype=torch.int64, device="cuda")
+            nxt[perm] = torch.roll(perm, -1)  # one cycle through every node; starts at node 0
+            out = torch.empty(1, dtype=torch.int64, device="cuda")
+            _chase[(1,)](nxt, out, 8, num_warps=1)
+            fn = lambda: _chase[(1,)](nxt, out, steps, num_warps=1)  # noqa: B023, E731
+            if name == "l2_latency":
+                fn()  # warm: the whole set now sits in L2
+            t, s, _ = self.timed(fn, min_time_s=0.05)
+            self.add(
+                measurement(
+                    name,
+                    t / steps,
+                    "s",
+                    f"pointer chase, {steps} dependent loads over {nbytes / MiB:g} MiB, "
+                    "256 B apart, random cycle",
+                    s,
+                    size_bytes=nbytes,
+                    steps=steps,
+                )
+            )
+
+    # -- compute ------------------------------------------------------------------------
+    def tensor(self, shapes=((128, 128, 64), (128, 64, 128), (128, 128, 128))) -> None:
+        cases = [("fp16", "wgmma", s) for s in shapes]
+        cases += [("bf16", "wgmma", (128, 128, 64))]
+        major, _ = torch.cuda.get_device_capability(0)
+        if major >= 9:
+            cases += [("fp8", "wgmma", (128, 128, 128)), ("fp8", "wgmma", (128, 64, 128))]
+            cases += [("fp16", "mma_sync", s) for s in shapes]
+        else:
+            cases = [("fp16", "mma_sync", s) for s in shapes] + [("bf16", "mma_sync", shapes[0])]
+        for dtype, path, shape in cases:
+            try:
+                self.add(self._mma(dtype, path, shape))
+            except Exception as exc:  # one failing variant must not end the calibration
+                self.log(f"  tensor {dtype} {path} {shape}: failed ({_first_line(exc)})")
+
+    def _mma(self, dtype: str, path: str, shape, ctas_per_sm: int = 2, num_warps: int = 4):
+        bm, bn, bk = shape
+        tdtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[dtype]
+        a = (torch.rand(bm, bk, device="cuda") - 0.5).to(tdtype)
+        b = (torch.rand(bk, bn, device="cuda") - 0.5).to(tdtype)
+        grid = (self.sm_count * ctas_per_sm,)
+        c = torch.empty(grid[0], bm, bn, device="cuda")
+        kernel = _mma_loop
+        saved = os.environ.get("DISABLE_MMA_V3")
+        hopper = torch.cuda.get_device_capability(0)[0] >= 9
+        if path == "mma_sync" and hopper:
+            kernel = _mma_loop_sync
+            os.environ["DISABLE_MMA_V3"] = "1"
+        try:
+            compiled = kernel[grid](a, b, c, 3, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
+        finally:
+            if path == "mma_sync" and hopper:
+                if saved is None:
+                    os.environ.pop("DISABLE_MMA_V3", None)
+                else:
+                    os.environ["DISABLE_MMA_V3"] = saved
+        ptx = compiled.asm.get("ptx", "") if hasattr(compiled, "asm") else ""
+        used = "wgmma" if "wgmma" in ptx else ("mma_sync" if "mma.sync" in ptx else "unknown")
+        if used != path and used != "unknown":
+            raise TilesimError(f"asked for {path} but Triton emitted {used}")
+        want = 3 * (a.float() @ b.float())
+        _check_rel(c[0], want, f"tl.dot loop {dtype} {path}")
+        _check_rel(c[-1], want, f"tl.dot loop {dtype} {path}")
+        flop_per_iter = 2 * bm * bn * bk * grid[0]
+        # size the loop for ~20 ms per launch at ~1 PFLOP/s
+        iters = max(100, int(2e13 / flop_per_iter))
+        if self.quick:
+            iters //= 4
+        t, s, clock = self.timed(
+            lambda: kernel[grid](a, b, c, iters, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
+        )
+        tile = "x".join(map(str, shape))
+        return measurement(
+            f"tensor_{dtype}_{path}@{tile}",
+            flop_per_iter * iters / t,
+            "FLOP/s",
+            f"tl.dot register loop {tile} ({used} in PTX), {ctas_per_sm} CTAs/SM, "
+            f"{num_warps} warps, {iters} dots",
+            s,
+            dtype=dtype,
+            path=path,
+            tile=list(shape),
+            ptx_path=used,
+            clock_MHz=clock,
+        )
+
+    def sustained_clock(self, seconds: float = 3.0) -> None:
+        """Clock under a long tensor-core run: what attention's GEMMs see."""
+        bm, bn, bk = 128, 128, 64
+        a = (torch.rand(bm, bk, device="cuda") - 0.5).half()
+        b = (torch.rand(bk, bn, device="cuda") - 0.5).half()
+        grid = (self.sm_count * 2,)
+        c = torch.empty(grid[0], bm, bn, device="cuda")
+        iters = 30000
+        if self.quick:
+            seconds /= 3
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        t, s = time_calls(
+            lambda: _mma_loop[grid](a, b, c, iters, BM=bm, BN=bn, BK=bk, num_warps=4), seconds
+        )
+        t1 = time.perf_counter()
+        # the first half second is ramp-up; the steady state is what kernels run at
+        clocks = self.sampler.between(t0 + 0.5 * (t1 - t0), t1) or self.sampler.between(t0, t1)
+        if not clocks:
+            self.log("  sm_clock_sustained: no nvidia-smi samples (clock will be derived)")
+            return
+        self.add(
+            measurement(
+                "sm_clock_sustained",
+                median(clocks) * 1e6,
+                "Hz",
+                f"nvidia-smi clocks.sm during {t1 - t0:.1f} s of tl.dot 128x128x64 loops "
+                f"(second half, {len(clocks)} samples)",
+                [c * 1e6 for c in clocks],
+                interval_ms=self.sampler.interval_ms,
+                duration_s=round(t1 - t0, 2),
+                kernel_flops=2 * bm * bn * bk * grid[0] * iters / t,
+            )
+        )
+
+    def exp2(self) -> None:
+        block, grid = 4096, (self.sm_count * 4,)
+        x = torch.rand(block, device="cuda")
+        out = torch.empty(grid[0] * block, device="cuda")
+        _exp2_loop[grid](x, out, 3, BLOCK=block)
+        want = x.double()
+        for _ in range(3):
+            want = torch.exp2(-want)
+        _check_close(out[:block].double().norm(), want.norm(), "exp2 loop", tol=1e-4)
+        iters = 2000 if self.quick else 8000
+        t, s, clock = self.timed(lambda: _exp2_loop[grid](x, out, iters, BLOCK=block))
+        self.add(
+            measurement(
+                "exp2",
+                grid[0] * block * iters / t,
+                "ops/s",
+                f"chains of tl.math.exp2, {grid[0]} CTAs x {block} lanes x {iters}",
+                s,
+                clock_MHz=clock,
+            )
+        )
+
+    def fp32(self) -> None:
+        block, grid = 8192, (self.sm_count * 4,)
+        x = torch.rand(block, device="cuda")
+        out = torch.empty(grid[0] * block, device="cuda")
+        a, b = 0.999, 0.001
+        _fma_loop[grid](x, out, 2, a, b, BLOCK=block)
+        want = x.double()
+        for _ in range(8):
+            want = want * a + b
+        _check_close(out[:block].double().norm(), want.norm(), "fma loop", tol=1e-5)
+        iters = 1000 if self.quick else 4000
+        t, s, clock = self.timed(lambda: _fma_loop[grid](x, out, iters, a, b, BLOCK=block))
+        self.add(
+            measurement(
+                "fp32_fma",
+                grid[0] * block * iters * 4 / t,
+                "ops/s",
+                f"chains of FMAs (lane-ops), {grid[0]} CTAs x {block} lanes x {4 * iters}",
+                s,
+                clock_MHz=clock,
+            )
+        )
+
+    def launch(self) -> None:
+        x = torch.empty(1, device="cuda")
+        _empty[(1,)](x)
+        torch.cuda.synchronize()
+        t = do_bench(lambda: _empty[(1,)](x), warmup=25, rep=200, return_mode="median") * 1e-3
+        self.add(
+            measurement("launch_do_bench", t, "s", "empty Triton kernel, do_bench median", [t])
+        )
+        n = 200
+        t0 = time.perf_counter()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n):
+            _empty[(1,)](x)
+        end.record()
+        torch.cuda.synchronize()
+        host = (time.perf_counter() - t0) / n
+        self.add(
+            measurement(
+                "launch_back_to_back",
+                start.elapsed_time(end) * 1e-3 / n,
+                "s",
+                f"{n} empty launches back to back (host {host * 1e6:.1f} us each)",
+            )
+        )
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            _empty[(1,)](x)
+            stream.synchronize()
+            with torch.cuda.graph(graph, stream=stream):
+                for _ in range(100):
+                    _empty[(1,)](x)
+        torch.cuda.synchronize()
+        t, s = time_calls(graph.replay, 0.1)
+        self.add(measurement("launch_graph", t / 100, "s", "100 empty launches in a CUDA graph", s))
+
+
+def _check_close(got, want, what: str, tol: float = 1e-5) -> None:
+    got, want = float(got), float(want)
+    if not abs(got - want) <= tol * max(abs(want), 1e-30):
+        raise TilesimError(f"micro-benchmark {what} computed {got:.6g}, expected {want:.6g}")
+
+
+def _check_rel(got: torch.Tensor, want: torch.Tensor, what: str, tol: float = 1e-3) -> None:
+    err = float((got.double() - want.double()).norm() / want.double().norm())
+    if not err <= tol:
+        raise TilesimError(f"micro-benchmark {what}: relative error {err:.3g} (over {tol:g})")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__

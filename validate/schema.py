@@ -1,0 +1,235 @@
+"""The results files under ``validate/results/``: versioned JSON, checked on load.
+
+Three kinds share one envelope::
+
+    {"schema_version": 1, "kind": "validate" | "bench" | "calibrate",
+     "metadata": {...GPU, clocks, versions, date, git commit...},
+     "measurements": [ {...}, ... ]}
+
+A ``validate`` measurement is one kernel run of tilesim's own kernels::
+
+    {"algo": "v2", "workload": {Workload fields}, "config": {KernelConfig fields},
+     "status": "ok" | "wrong" | "skipped" | "error", "note": "...",
+     "time_s": 1.2e-3, "rel_error": 3e-4, "tflops": 450.0,
+     "predictions": {"h200": {"time_s": ..., "bound": ...}, ...}}
+
+It stores everything a later CPU run needs to predict the point again with the
+current model (``workload`` + ``config``); the stored ``predictions`` are a
+record of what the model said on the day, never used for the accuracy figures.
+
+A ``bench`` measurement adds ``impl`` ("tilesim-v2", "sdpa-flash", ...) and, for
+standard attention, ``parts`` (the three kernels' times). A ``calibrate``
+measurement is one micro-benchmark figure: ``name``, ``value``, ``unit``,
+``method`` and its raw ``samples``.
+
+Files are written atomically (temp file + rename): a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import TilesimError
+from ..traces.workload import KernelConfig, Workload
+
+SCHEMA_VERSION = 1
+KINDS = ("validate", "bench", "calibrate")
+STATUSES = ("ok", "wrong", "skipped", "error")
+# Name of the committed accuracy baseline beside the results (not a results file).
+ACCURACY_FILE = "accuracy.json"
+
+
+def new_results(kind: str, metadata: dict) -> dict:
+    if kind not in KINDS:
+        raise TilesimError(f"unknown results kind {kind!r} (choose from {', '.join(KINDS)})")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "metadata": dict(metadata),
+        "measurements": [],
+    }
+
+
+def save_json(obj: Any, path: str | os.PathLike) -> Path:
+    """Write ``obj`` as JSON atomically (sorted keys: identical input, identical file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_results(doc: dict, path: str | os.PathLike) -> Path:
+    check_results(doc, str(path))
+    return save_json(doc, path)
+
+
+def load_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise TilesimError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise TilesimError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TilesimError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def load_results(path: str | os.PathLike) -> dict:
+    """Load and check a results file; a bad one raises one line naming the field."""
+    doc = load_json(path)
+    check_results(doc, str(path))
+    return doc
+
+
+# -- checking -----------------------------------------------------------------------
+
+
+def check_results(doc: Any, where: str) -> None:
+    if not isinstance(doc, dict):
+        raise TilesimError(f"{where}: a results file must hold a JSON object")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise TilesimError(
+            f"{where}: schema_version is {version!r}; this tilesim reads version {SCHEMA_VERSION}"
+        )
+    kind = doc.get("kind")
+    if kind not in KINDS:
+        raise TilesimError(f"{where}: kind is {kind!r} (expected one of {', '.join(KINDS)})")
+    if not isinstance(doc.get("metadata"), dict):
+        raise TilesimError(f"{where}: metadata must be an object")
+    rows = doc.get("measurements")
+    if not isinstance(rows, list):
+        raise TilesimError(f"{where}: measurements must be a list")
+    for i, row in enumerate(rows):
+        path = f"{where}: measurements[{i}]"
+        if not isinstance(row, dict):
+            raise TilesimError(f"{path} must be an object")
+        if kind == "calibrate":
+            _check_calibration_row(row, path)
+        else:
+            _check_kernel_row(row, path, kind)
+
+
+def _check_kernel_row(row: dict, path: str, kind: str) -> None:
+    if kind == "bench" and not isinstance(row.get("impl"), str):
+        raise TilesimError(f"{path}.impl must be a string")
+    algo = row.get("algo")
+    if kind == "validate" and not isinstance(algo, str):
+        raise TilesimError(f"{path}.algo must be a string")
+    status = row.get("status")
+    if status not in STATUSES:
+        raise TilesimError(f"{path}.status is {status!r} (expected one of {', '.join(STATUSES)})")
+    workload_from_record(row, path)
+    if row.get("config") is not None:
+        config_from_record(row, path)
+    elif kind == "validate":
+        raise TilesimError(f"{path}.config is missing")
+    if status == "ok":
+        t = row.get("time_s")
+        if not _positive_number(t):
+            raise TilesimError(f"{path}.time_s must be a positive number, got {t!r}")
+
+
+def _check_calibration_row(row: dict, path: str) -> None:
+    if not isinstance(row.get("name"), str):
+        raise TilesimError(f"{path}.name must be a string")
+    if not _positive_number(row.get("value")):
+        raise TilesimError(f"{path}.value must be a positive number, got {row.get('value')!r}")
+    if not isinstance(row.get("unit"), str):
+        raise TilesimError(f"{path}.unit must be a string")
+
+
+def _positive_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0 and x == x
+
+
+def workload_from_record(row: dict, path: str = "measurement") -> Workload:
+    data = row.get("workload")
+    if not isinstance(data, dict):
+        raise TilesimError(f"{path}.workload must be an object")
+    fields = {f for f in Workload.__dataclass_fields__}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise TilesimError(f"{path}.workload has unknown field {unknown[0]!r}")
+    try:
+        return Workload(**data)
+    except TypeError as exc:
+        raise TilesimError(f"{path}.workload: {exc}") from None
+    except TilesimError as exc:
+        raise TilesimError(f"{path}.workload: {exc}") from None
+
+
+def config_from_record(row: dict, path: str = "measurement") -> KernelConfig:
+    data = row.get("config")
+    if not isinstance(data, dict):
+        raise TilesimError(f"{path}.config must be an object")
+    fields = {f for f in KernelConfig.__dataclass_fields__}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise TilesimError(f"{path}.config has unknown field {unknown[0]!r}")
+    try:
+        return KernelConfig(**data)
+    except TypeError as exc:
+        raise TilesimError(f"{path}.config: {exc}") from None
+    except TilesimError as exc:
+        raise TilesimError(f"{path}.config: {exc}") from None
+
+
+def kernel_record(
+    algo: str | None,
+    workload: Workload,
+    config: KernelConfig | None,
+    status: str,
+    *,
+    time_s: float | None = None,
+    rel_error: float | None = None,
+    note: str = "",
+    **extra: Any,
+) -> dict:
+    """One validate/bench measurement row (FLOPs and TFLOPS filled in from the shape)."""
+    if status not in STATUSES:
+        raise TilesimError(f"unknown status {status!r}")
+    if rel_error is not None and not math.isfinite(rel_error):
+        # JSON has no NaN; a non-finite error is recorded as null plus a note
+        rel_error = None
+        note = note or "output is not finite (NaN/inf)"
+    flops = attention_flops(workload)
+    row = {
+        "algo": algo,
+        "workload": workload.to_dict(),
+        "config": config.to_dict() if config is not None else None,
+        "status": status,
+        "note": note,
+        "time_s": time_s,
+        "rel_error": rel_error,
+        "flops": flops,
+        "tflops": flops / time_s / 1e12 if time_s else None,
+    }
+    row.update(extra)
+    return row
+
+
+def attention_flops(w: Workload) -> float:
+    """Forward matmul FLOPs by the shared convention: 4·B·H·N_q·N_kv·d, half if causal."""
+    flops = 4.0 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
+    return flops / 2 if w.causal else flops
+
+
+def ok_rows(doc: dict) -> list[dict]:
+    return [row for row in doc["measurements"] if row.get("status") == "ok"]

@@ -1,0 +1,165 @@
+"""What `tilesim bench` and `tilesim validate` share on the GPU: inputs, checks, timing.
+
+Every kernel's output is checked against the float32 reference *before* it is
+timed (a fast wrong kernel is worth nothing), on fresh random inputs, with the
+output memory poisoned first so an unwritten element shows up as NaN. Times are
+``triton.testing.do_bench`` medians: it flushes L2 before every call (the model
+starts each kernel with a cold L2 too) and times each call with CUDA events.
+
+torch and triton are imported inside the functions: this module loads on a
+machine without them, where :func:`require_cuda` explains what is missing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+
+from ..errors import TilesimError
+from ..traces.workload import Workload
+
+# ‖out − ref‖/‖ref‖ an output may have: fp16 rounds P and O at 2^-11, bf16 at
+# 2^-8, fp8 e4m3 inputs and P at 2^-4 (relative, before averaging over d terms).
+TOLERANCE = {"fp16": 1e-2, "bf16": 3e-2, "fp8": 1e-1}
+
+
+def require_cuda(command: str) -> None:
+    """Raise one line unless torch, triton and a CUDA GPU are all here."""
+    hint = "pip install 'tilesim[kernels]' on a machine with an NVIDIA GPU"
+    try:
+        import torch
+    except ImportError:
+        raise TilesimError(f"tilesim {command} needs torch and triton ({hint})") from None
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise TilesimError(
+            f"tilesim {command} times real GPU kernels: unset TRITON_INTERPRET (it is set to "
+            f"{os.environ['TRITON_INTERPRET']!r})"
+        )
+    if not torch.cuda.is_available():
+        raise TilesimError(
+            f"tilesim {command} needs a CUDA GPU, and torch sees none "
+            "(torch.cuda.is_available() is False); predictions need no GPU: try `tilesim predict`"
+        )
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise TilesimError(f"tilesim {command} needs triton ({hint})") from None
+
+
+def torch_dtype(dtype: str):
+    import torch
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[dtype]
+
+
+FP8_MAX = 448.0  # largest finite e4m3 value
+
+
+def make_inputs(w: Workload, seed: int):
+    """Fresh random q, k, v [B, H, N, d] on the GPU, and the fp8 descale factors.
+
+    Standard-normal entries (never zeros: they hide unwritten outputs and run
+    faster than real data). FP8 inputs are scaled per tensor so the largest
+    magnitude maps to e4m3's 448; ``scales`` holds ``q_scale``, ``k_scale``,
+    ``v_scale`` (real value = stored x scale), empty for fp16/bf16.
+    """
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    shapes = {
+        "q": (w.batch, w.heads, w.seqlen_q, w.head_dim),
+        "k": (w.batch, w.heads, w.seqlen_kv, w.head_dim),
+        "v": (w.batch, w.heads, w.seqlen_kv, w.head_dim),
+    }
+    tensors, scales = {}, {}
+    for name, shape in shapes.items():
+        x = torch.randn(shape, device="cuda", generator=gen, dtype=torch.float32)
+        if w.dtype == "fp8":
+            scale = float(x.abs().amax()) / FP8_MAX
+            tensors[name] = (x / scale).to(torch.float8_e4m3fn)
+            scales[f"{name}_scale"] = scale
+        else:
+            tensors[name] = x.to(torch_dtype(w.dtype))
+    return tensors["q"], tensors["k"], tensors["v"], scales
+
+
+def poison_allocator(nbytes: int) -> None:
+    """Fill a just-freed block of ``nbytes`` with NaN so the next allocation of that
+    size (the kernel's output) starts as NaN rather than as an earlier run's result."""
+    import torch
+
+    junk = torch.full((max(1, nbytes // 2),), float("nan"), dtype=torch.float16, device="cuda")
+    del junk
+
+
+def check_output(
+    run: Callable[[], object], q, k, v, causal: bool, scales: dict, dtype: str
+) -> float:
+    """Run once and return the worst relative error over the checked (batch, head) slices.
+
+    Non-finite output gives ``inf``; the caller compares with :data:`TOLERANCE`.
+    """
+    from ..kernels.reference import reference
+
+    poison_allocator(q.shape[0] * q.shape[1] * q.shape[2] * v.shape[3] * 2)
+    out = run()
+    if isinstance(out, tuple):
+        out = out[0]
+    b_last, h_last = q.shape[0] - 1, q.shape[1] - 1
+    worst = 0.0
+    # the first and the last (batch, head): a wrong batch/head stride shows up there,
+    # without a float32 n x n reference for every head
+    for b, h in dict.fromkeys([(0, 0), (b_last, h_last)]):
+        sl = (slice(b, b + 1), slice(h, h + 1))
+        ref = reference(q[sl], k[sl], v[sl], causal, **scales)
+        worst = max(worst, rel_error(out[sl].float(), ref))
+    return worst
+
+
+def rel_error(out, ref) -> float:
+    """‖out − ref‖/‖ref‖ in float64; inf when ``out`` has NaN or inf."""
+    diff = out.double() - ref.double()
+    if not bool(diff.isfinite().all()):
+        return math.inf
+    return float(diff.norm() / ref.double().norm())
+
+
+def bench_s(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float:
+    """Median seconds of ``fn`` by ``triton.testing.do_bench`` (L2 flushed before each call)."""
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e-3
+
+
+def free_bytes() -> int:
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    return int(free)
+
+
+def release() -> None:
+    """Give cached blocks back between shapes (the standard algorithm's S and P are large)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return (text or type(exc).__name__)[:limit]
+
+
+def standard_scratch_bytes(w: Workload) -> int:
+    """S and P of standard attention: two B x H x N_q x N_kv matrices in the input type."""
+    n_pad = -(-w.seqlen_kv // 8) * 8
+    return 2 * w.batch * w.heads * w.seqlen_q * n_pad * w.elem_bytes
+
+
+def math_scratch_bytes(w: Workload) -> int:
+    """PyTorch's math backend: scores, their softmax and a float32 copy, about 4 n x n."""
+    return 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * 2
