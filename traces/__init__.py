@@ -12,6 +12,7 @@ from . import flash_v1, flash_v2, flash_v3, standard
 from .config import check_algo, check_fits, default_config
 from .counters import Counters, counters
 from .expand import FlatOp, expand
+from .files import load, save, validate
 from .ir import Trace
 from .workload import KernelConfig, Workload
 
@@ -38,4 +39,7 @@ __all__ = [
     "counters",
     "default_config",
     "expand",
+    "load",
+    "save",
+    "validate",
 ]
