@@ -34,6 +34,7 @@ from .tiles import (
     regs_estimate,
     row_stat,
     rows,
+    times,
 )
 from .workload import KernelConfig, Workload
 
@@ -55,7 +56,8 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         # Steps i < diag see part of block j masked: Q blocks before the first one
         # that sees all of it, cdiv(block_n*(j+1) - 1, block_m).
         diag = f"cdiv(block_n*(j + 1) - 1, block_m) - {first_i}"
-        mask = f" + {FP32_PER_MASKED_SCORE}*min(1, max(0, {diag} - i))*{rows(qi)}*{cols('j')}"
+        in_diag = f"min(1, max(0, {diag} - i))*{rows(qi)}*{cols('j')}"
+        mask = f" + {times(in_diag, FP32_PER_MASKED_SCORE)}"
     else:
         qi, outer_trips, inner_trips, mask = "i", "T_c", "T_r", ""
     r, n = rows(qi), cols("j")

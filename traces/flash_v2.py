@@ -35,6 +35,7 @@ from .tiles import (
     regs_estimate,
     row_stat,
     rows,
+    times,
 )
 from .workload import KernelConfig, Workload
 
@@ -62,7 +63,10 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                     Load("q", "Q", ("bh", "m"), f"{r}*d*e"),
                     *loops,
                     # -- epilogue: O = acc / l, lse = m + log(l) -----------------------
-                    Vector(fp32=f"{r}*d*{FLASH_FP32_PER_O_FINAL} + {r}*{FLASH_FP32_PER_ROW_FINAL}"),
+                    Vector(
+                        fp32=f"{times(r + '*d', FLASH_FP32_PER_O_FINAL)}"
+                        f" + {times(r, FLASH_FP32_PER_ROW_FINAL)}"
+                    ),
                     Store("O", ("bh", "m"), f"{r}*d*e_o"),
                     Store("LSE", ("bh", "m"), f"{r}*{FP32_BYTES}"),
                 ),
@@ -103,7 +107,7 @@ def _kv_loop(
     """The loop over K/V blocks ``block`` (an expression of ``var``)."""
     r, n = rows("m"), cols(block)
     k, v = f"k{suffix}", f"v{suffix}"
-    mask = f" + {r}*{n}*{FP32_PER_MASKED_SCORE}" if masked else ""
+    mask = f" + {times(f'{r}*{n}', FP32_PER_MASKED_SCORE)}" if masked else ""
     return Loop(
         var,
         trips,
@@ -117,7 +121,7 @@ def _kv_loop(
                 exp=f"{r}*{n}",
                 fp32=(
                     f"{r}*{n}*{FLASH_FP32_PER_SCORE}{mask} + {r}*{FLASH_FP32_PER_ROW_STEP}"
-                    f" + {r}*d*{FLASH_FP32_PER_O_STEP}"
+                    f" + {times(r + '*d', FLASH_FP32_PER_O_STEP)}"
                 ),
             ),
             # -- acc += P V ------------------------------------------------------

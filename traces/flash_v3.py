@@ -55,6 +55,7 @@ from .tiles import (
     regs_estimate,
     row_stat,
     rows,
+    times,
 )
 from .workload import KernelConfig, Workload
 
@@ -88,8 +89,9 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     if w.causal:
         trips = causal_kv_blocks("m")
         mask = (
-            f" + {FP32_PER_MASKED_SCORE}*min(1, max(0, j + 1 - {causal_full_blocks('m')}))"
-            "*{r}*{n}"
+            " + "
+            + times(f"min(1, max(0, j + 1 - {causal_full_blocks('m')}))", FP32_PER_MASKED_SCORE)
+            + "*{r}*{n}"
         )
     else:
         trips, mask = "T_c", ""
@@ -161,7 +163,12 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
         r = rows("m")
     else:
         share = c.block_m // consumers
-        r = f"max(0, min({share}, N_q - block_m*m - {share * i}))"
+        # the first warpgroup always has rows (m < T_r); a later one may have none
+        r = (
+            f"min({share}, N_q - block_m*m)"
+            if i == 0
+            else (f"max(0, min({share}, N_q - block_m*m - {share * i}))")
+        )
     n = cols("j")
     n_prev = f"min({cols('j - 1')}, block_n*j)"  # block j-1's columns; none at j = 0
     n_last = cols(f"{trips} - 1")
@@ -200,7 +207,7 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
     ]
     if specialised:
         body.append(Arrive(f"vfree{i}"))  # V_{j-1}'s buffer may be refilled
-    body.append(Vector(fp32=f"{r}*d*{FLASH_FP32_PER_O_STEP}"))  # acc *= alpha
+    body.append(Vector(fp32=times(f"{r}*d", FLASH_FP32_PER_O_STEP)))  # acc *= alpha
 
     tail: list[Op] = []
     if pingpong:
@@ -211,7 +218,9 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
     tile = ("bh", "m") if consumers == 1 else ("bh", "m", i)
     tail += [
         # -- epilogue: O = acc / l, lse = m + log(l) ---------------------------------
-        Vector(fp32=f"{r}*d*{FLASH_FP32_PER_O_FINAL} + {r}*{FLASH_FP32_PER_ROW_FINAL}"),
+        Vector(
+            fp32=f"{times(r + '*d', FLASH_FP32_PER_O_FINAL)} + {times(r, FLASH_FP32_PER_ROW_FINAL)}"
+        ),
         Store("O", tile, f"{r}*d*e_o"),
         Store("LSE", tile, f"{r}*{FP32_BYTES}"),
     ]

@@ -30,6 +30,7 @@ from .tiles import (
     qkvo_tensors,
     regs_estimate,
     rows,
+    times,
 )
 from .workload import KernelConfig, Workload
 
@@ -58,7 +59,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                         Load("q", "Q", ("bh", "m"), f"{row_q}*d*e"),
                         Load("k", "K", ("bh", "n"), f"{col_n}*d*e"),
                         Mma(row_q, col_n, "d", dtype, deps=("q", "k")),
-                        Vector(fp32=f"{row_q}*{col_n}*{STANDARD_FP32_PER_SCORE_SCALE}"),
+                        Vector(fp32=times(f"{row_q}*{col_n}", STANDARD_FP32_PER_SCORE_SCALE)),
                         Store("S", ("bh", "m", "n"), f"{row_q}*{col_n}*e"),
                     ),
                     c.num_warps,

@@ -114,6 +114,11 @@ def causal_full_blocks(m: str) -> str:
     return f"min(T_c, (block_m*{_wrap(m)} + 1)//block_n)"
 
 
+def times(e: str, k: int) -> str:
+    """``e`` scaled by the constant ``k``, without a ``*1`` when k is 1."""
+    return e if k == 1 else f"{e}*{k}"
+
+
 def regs_estimate(fp32_per_cta: int, threads: int, overhead: int = 40) -> int:
     """Registers per thread for a CTA holding ``fp32_per_cta`` accumulator values.
 

@@ -1,0 +1,330 @@
+"""`tilesim trace show | export`: look at an algorithm's tile schedule, or save it.
+
+``trace_app`` is the ``trace`` sub-app; other command modules add to it
+(``trace replay`` lives with the engine's commands).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from ..hwmodels import GPU
+from ..traces import build, counters, default_config, expand
+from ..traces.files import save, to_dict
+from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Op, Store, Trace, Vector, Wait
+from ..traces.occupancy import occupancy
+from ..traces.workload import ALGOS, KernelConfig, Workload
+from .common import (
+    DEFAULT_BATCH,
+    DEFAULT_DTYPE,
+    DEFAULT_GPU,
+    DEFAULT_HEAD_DIM,
+    DEFAULT_HEADS,
+    DEFAULT_SEQLEN,
+    BatchOpt,
+    CausalOpt,
+    DtypeOpt,
+    GpuOpt,
+    HeadDimOpt,
+    HeadsOpt,
+    JsonOpt,
+    SeqlenKvOpt,
+    SeqlenOpt,
+    SetOpt,
+    console,
+    gpu_from_options,
+    print_json,
+    workload_from_options,
+)
+
+trace_app = typer.Typer(
+    help="Tile schedules (traces): show one, export it as a .trace.json file.",
+    no_args_is_help=True,
+)
+
+AlgoOpt = Annotated[str, typer.Option("--algo", "-a", help=f"Algorithm: {', '.join(ALGOS)}.")]
+_NO_DEFAULT = {"show_default": False}
+BlockMOpt = Annotated[
+    int | None,
+    typer.Option("--block-m", help="Q rows per tile [default: per algo].", **_NO_DEFAULT),
+]
+BlockNOpt = Annotated[
+    int | None, typer.Option("--block-n", help="K/V rows per tile.", **_NO_DEFAULT)
+]
+WarpsOpt = Annotated[int | None, typer.Option("--num-warps", help="Warps per CTA.", **_NO_DEFAULT)]
+StagesOpt = Annotated[
+    int | None, typer.Option("--num-stages", help="K/V pipeline depth.", **_NO_DEFAULT)
+]
+PathOpt = Annotated[
+    str | None, typer.Option("--mma-path", help="wgmma or mma_sync.", **_NO_DEFAULT)
+]
+PersistentOpt = Annotated[
+    bool | None,
+    typer.Option("--persistent/--no-persistent", help="v3: persistent grid.", **_NO_DEFAULT),
+]
+PingpongOpt = Annotated[
+    bool | None,
+    typer.Option("--pingpong/--no-pingpong", help="v3: ping-pong consumers.", **_NO_DEFAULT),
+]
+SpecializeOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--warp-specialize/--no-warp-specialize",
+        help="v3: a TMA producer warpgroup.",
+        **_NO_DEFAULT,
+    ),
+]
+CtaOpt = Annotated[
+    int | None,
+    typer.Option("--cta", help="Also unroll this CTA (grid index) of --launch.", **_NO_DEFAULT),
+]
+LaunchOpt = Annotated[int, typer.Option("--launch", help="Launch index for --cta.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(trace_app, name="trace")
+
+
+def config_from_options(algo: str, workload: Workload, gpu: GPU, **overrides) -> KernelConfig:
+    """The default config of ``algo`` with the options the user gave (None: keep)."""
+    config = default_config(algo, workload, gpu)
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return config.replace(**changes) if changes else config
+
+
+def _build(gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, **cfg):
+    hw = gpu_from_options(gpu, sets)
+    workload = workload_from_options(batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype)
+    config = config_from_options(algo, workload, hw, **cfg)
+    return hw, build(algo, workload, hw, config)
+
+
+@trace_app.command("show")
+def trace_show(
+    algo: AlgoOpt = "v2",
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    batch: BatchOpt = DEFAULT_BATCH,
+    heads: HeadsOpt = DEFAULT_HEADS,
+    seqlen: SeqlenOpt = DEFAULT_SEQLEN,
+    seqlen_kv: SeqlenKvOpt = None,
+    head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    block_m: BlockMOpt = None,
+    block_n: BlockNOpt = None,
+    num_warps: WarpsOpt = None,
+    num_stages: StagesOpt = None,
+    mma_path: PathOpt = None,
+    persistent: PersistentOpt = None,
+    pingpong: PingpongOpt = None,
+    warp_specialize: SpecializeOpt = None,
+    cta: CtaOpt = None,
+    launch_index: LaunchOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a trace: launches, grid, CTAs, shared memory, occupancy, the CTA program, counters."""
+    hw, trace = _build(
+        gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype,
+        block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+        mma_path=mma_path, persistent=persistent, pingpong=pingpong,
+        warp_specialize=warp_specialize,
+    )  # fmt: skip
+    flat = expand(trace, launch_index, cta) if cta is not None else None
+    c = counters(trace)
+    if as_json:
+        out = {
+            "gpu": hw.name,
+            "algo": trace.algo,
+            "workload": trace.workload,
+            "config": trace.config,
+            "launches": [_launch_summary(launch, hw) for launch in trace.launches],
+            "counters": c.to_dict(),
+            "trace": to_dict(trace),
+        }
+        if flat is not None:
+            out["expanded"] = [
+                {"role": f.role, "iters": dict(f.iters), "op": _op_text(f.op)} for f in flat
+            ]
+        print_json(out)
+        return
+    _print_header(trace, hw)
+    _print_launches(trace, hw)
+    for launch in trace.launches:
+        console.print(_program_tree(launch))
+    _print_counters(c)
+    if flat is not None:
+        name = trace.launches[launch_index].name
+        console.print(Text(f"CTA {cta} of launch {name}, unrolled ({len(flat)} ops):", "bold"))
+        for f in flat:
+            it = " ".join(f"{k}={v}" for k, v in f.iters)
+            console.print(Text(f"  {f.role:<10} {it:<14} {_op_text(f.op)}"))
+
+
+@trace_app.command("export")
+def trace_export(
+    output: Annotated[Path, typer.Option("--output", "-o", help="File to write (*.trace.json).")],
+    algo: AlgoOpt = "v2",
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    batch: BatchOpt = DEFAULT_BATCH,
+    heads: HeadsOpt = DEFAULT_HEADS,
+    seqlen: SeqlenOpt = DEFAULT_SEQLEN,
+    seqlen_kv: SeqlenKvOpt = None,
+    head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    block_m: BlockMOpt = None,
+    block_n: BlockNOpt = None,
+    num_warps: WarpsOpt = None,
+    num_stages: StagesOpt = None,
+    mma_path: PathOpt = None,
+    persistent: PersistentOpt = None,
+    pingpong: PingpongOpt = None,
+    warp_specialize: SpecializeOpt = None,
+) -> None:
+    """Write a trace to a .trace.json file (replay it with `tilesim trace replay`)."""
+    _, trace = _build(
+        gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype,
+        block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+        mma_path=mma_path, persistent=persistent, pingpong=pingpong,
+        warp_specialize=warp_specialize,
+    )  # fmt: skip
+    path = save(trace, output)
+    ctas = sum(launch.num_ctas for launch in trace.launches)
+    console.print(
+        Text(f"wrote {path} ({trace.algo}, {len(trace.launches)} launch(es), {ctas} CTAs)")
+    )
+
+
+# -- rendering ---------------------------------------------------------------------
+
+
+def _launch_summary(launch: Launch, gpu: GPU) -> dict:
+    return {
+        "name": launch.name,
+        "grid": {name: size for name, size in launch.grid},
+        "ctas": launch.num_ctas,
+        "smem_bytes": launch.smem_bytes,
+        "threads": launch.threads,
+        "regs_per_thread": launch.regs_per_thread,
+        "mma_path": launch.mma_path,
+        "persistent_ctas": launch.persistent_ctas,
+        "occupancy": occupancy(launch, gpu).to_dict(),
+    }
+
+
+def _print_header(trace: Trace, gpu: GPU) -> None:
+    w, c = trace.workload, trace.config
+    shape = (
+        f"B={w['batch']} H={w['heads']} N_q={w['seqlen_q']} N_kv={w['seqlen_kv']} "
+        f"d={w['head_dim']} {w['dtype']} {'causal' if w['causal'] else 'non-causal'}"
+    )
+    console.print(Text(f"{trace.algo} on {gpu.display_name} ({gpu.name}): {shape}", "bold"))
+    console.print(Text("config: " + " ".join(f"{k}={v}" for k, v in c.items())))
+    console.print(Text("params: " + " ".join(f"{k}={v}" for k, v in trace.params.items())))
+
+
+def _print_launches(trace: Trace, gpu: GPU) -> None:
+    table = Table(title="launches", box=box.SIMPLE_HEAD)
+    cols = ("launch", "grid", "CTAs", "smem/CTA", "threads", "regs", "CTAs/SM", "limit", "path")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("launch", "grid", "path") else "right")
+    notes = []
+    for launch in trace.launches:
+        occ = occupancy(launch, gpu)
+        ctas = f"{launch.num_ctas}" + (
+            f" on {launch.persistent_ctas}" if launch.persistent_ctas else ""
+        )
+        table.add_row(
+            launch.name,
+            " x ".join(f"{n}={size}" for n, size in launch.grid),
+            ctas,
+            f"{launch.smem_bytes / 1024:.1f} KiB",
+            str(launch.threads),
+            str(launch.regs_per_thread),
+            str(occ.ctas_per_sm),
+            occ.limiter,
+            launch.mma_path,
+        )
+        notes.append(
+            f"  {launch.name}: CTAs/SM by resident blocks {occ.by_ctas}, shared memory "
+            f"{occ.by_smem}, registers {occ.by_regs}, warps {occ.by_warps}"
+            + (f"; {launch.persistent_ctas} persistent CTAs" if launch.persistent_ctas else "")
+        )
+    console.print(table)
+    console.print(Text("occupancy inputs:\n" + "\n".join(notes)))
+
+
+def _print_counters(c) -> None:
+    table = Table(title="counters (walked from the IR)", box=box.SIMPLE_HEAD)
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    rows = [
+        ("matmul FLOPs", f"{c.matmul_flops:.4g}"),
+        ("exp count", f"{c.exp_count:.4g}"),
+        ("other FP32 ops", f"{c.fp32_ops:.4g}"),
+        ("HBM bytes, compulsory", _bytes(c.compulsory_hbm_bytes)),
+        ("HBM bytes, no reuse", _bytes(c.no_reuse_hbm_bytes)),
+        ("  read / written", f"{_bytes(c.no_reuse_read_bytes)} / {_bytes(c.no_reuse_write_bytes)}"),
+    ]
+    for tensor, nbytes in c.read_bytes_by_tensor.items():
+        rows.append((f"  {tensor} loads", _bytes(nbytes)))
+    for tensor, nbytes in c.write_bytes_by_tensor.items():
+        rows.append((f"  {tensor} stores", _bytes(nbytes)))
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3f} {unit}"
+    return f"{n} B"
+
+
+def _program_tree(launch: Launch) -> Tree:
+    tree = Tree(Text(f"launch {launch.name}", "bold"))
+    for role in launch.program.roles:
+        node = tree.add(Text(f"role {role.name} ({role.warps} warps)"))
+        _add_ops(node, role.ops)
+    return tree
+
+
+def _add_ops(node: Tree, ops: tuple[Op, ...]) -> None:
+    for op in ops:
+        if isinstance(op, Loop):
+            pre = f", prefetch {op.prefetch}" if op.prefetch else ""
+            _add_ops(node.add(Text(f"loop {op.var} < {op.trips}{pre}")), op.body)
+        else:
+            node.add(Text(_op_text(op)))
+
+
+def _op_text(op: Op) -> str:
+    """One line per op: what it moves or computes, with its expressions as written."""
+    deps = f"  after {', '.join(op.deps)}" if getattr(op, "deps", ()) else ""
+    if isinstance(op, Load):
+        tma = " (TMA)" if op.tma else ""
+        return f"load {op.id} <- {op.tensor}[{', '.join(map(str, op.tile))}]{tma}: {op.nbytes} B"
+    if isinstance(op, Store):
+        return f"store -> {op.tensor}[{', '.join(map(str, op.tile))}]: {op.nbytes} B{deps}"
+    if isinstance(op, Mma):
+        name = f" {op.id}" if op.id else ""
+        sync = " async" if op.async_ else ""
+        return f"mma{name}{sync} {op.dtype}: m={op.m} n={op.n} k={op.k}{deps}"
+    if isinstance(op, Vector):
+        name = f" {op.id}" if op.id else ""
+        return f"vector{name}: exp={op.exp} fp32={op.fp32}{deps}"
+    if isinstance(op, Wait):
+        return f"wait {', '.join(op.deps)}"
+    if isinstance(op, Arrive):
+        return f"arrive {op.name}"
+    raise TypeError(op)
