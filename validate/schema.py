@@ -57,9 +57,13 @@ def new_results(kind: str, metadata: dict) -> dict:
 
 def save_json(obj: Any, path: str | os.PathLike) -> Path:
     """Write ``obj`` as JSON atomically (sorted keys: identical input, identical file)."""
+    return save_text(json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n", path)
+
+
+def save_text(text: str, path: str | os.PathLike) -> Path:
+    """Write ``text`` to ``path`` through a temp file and a rename: never half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:

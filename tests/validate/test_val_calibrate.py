@@ -1,11 +1,11 @@
 """Calibration: measured figures -> preset fields, by explicit arithmetic."""
 
 import pytest
+
+from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu, write_preset
 from tilesim.validate import calibrate
 from tilesim.validate.calibrate import MiB, measurement
-
-from tilesim.errors import TilesimError
 
 SMS = 132
 

@@ -1,11 +1,11 @@
 """The validation and bench grids: fixed tokens per batch and model width."""
 
 import pytest
+
+from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.validate import grid
-
-from tilesim.errors import TilesimError
 
 
 def test_batch_and_heads_follow_tokens_and_width():

@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from tilesim.traces.workload import KernelConfig, Workload
-from tilesim.validate import schema
 
 from tilesim.errors import TilesimError
+from tilesim.traces.workload import KernelConfig, Workload
+from tilesim.validate import schema
 
 W = Workload(4, 16, 4096, 4096, 128, causal=True, dtype="bf16")
 C = KernelConfig(128, 64, 8, 4, "wgmma")

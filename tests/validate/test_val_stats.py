@@ -3,9 +3,9 @@
 import math
 
 import pytest
-from tilesim.validate import stats
 
 from tilesim.errors import TilesimError
+from tilesim.validate import stats
 
 
 def test_mape_signed_and_max_error():

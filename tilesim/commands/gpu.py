@@ -1,0 +1,317 @@
+"""`tilesim calibrate | bench | validate`: the commands that need a CUDA GPU.
+
+Each checks for torch, triton and a GPU first (one line and exit 2 without
+them), prints progress on stderr, a table on stdout, and writes a results file
+(atomically, checkpointed during long runs) under ``validate/results/`` unless
+told where.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..errors import TilesimError
+from .common import JsonOpt, console, print_json
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
+
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Results file to write [default: under validate/results/]."),
+]
+WarmupOpt = Annotated[float, typer.Option("--warmup-ms", help="do_bench warm-up per point (ms).")]
+RepOpt = Annotated[float, typer.Option("--rep-ms", help="do_bench timing per point (ms).")]
+BudgetOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--time-budget-s",
+        help="Stop timing new points after this many seconds (the rest are recorded as skipped).",
+    ),
+]
+SeqlensOpt = Annotated[
+    str | None, typer.Option("--seqlens", help="Comma-separated sequence lengths.")
+]
+HeadDimsOpt = Annotated[str | None, typer.Option("--head-dims", help="Comma-separated head dims.")]
+MaskOpt = Annotated[str, typer.Option("--mask", help="full, causal or both.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)
+    app.command("bench")(bench)
+    app.command("validate")(validate)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def parse_ints(text: str | None, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """``"512,1024"`` -> (512, 1024); one-line error naming the option otherwise."""
+    if text is None:
+        return default
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    try:
+        values = tuple(int(s) for s in items)
+    except ValueError:
+        raise TilesimError(f"{option} takes comma-separated integers, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise TilesimError(f"{option} takes positive integers, got {text!r}")
+    return values
+
+
+def parse_mask(text: str) -> tuple[bool, ...]:
+    masks = {"full": (False,), "causal": (True,), "both": (False, True)}
+    if text not in masks:
+        raise TilesimError(f"--mask must be full, causal or both, got {text!r}")
+    return masks[text]
+
+
+def _check_out(path: Path | None) -> None:
+    if path is not None and path.exists() and path.is_dir():
+        raise TilesimError(f"--out {path} is a folder; give a file name")
+
+
+def _default_out(suffix: str) -> Path:
+    import torch
+
+    from ..validate.metadata import gpu_slug, today
+
+    slug = gpu_slug(torch.cuda.get_device_name(0))
+    return RESULTS_DIR / f"{today()}-{slug}{suffix}.json"
+
+
+# -- calibrate ----------------------------------------------------------------------------
+
+
+def calibrate(
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            help="Datasheet preset to calibrate [default: the one of the GPU at hand].",
+            show_default=False,
+        ),
+    ] = None,
+    preset_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--preset-out",
+            help="Calibrated preset to write [default: hwmodels/presets/<base>.calibrated.toml].",
+            show_default=False,
+        ),
+    ] = None,
+    out: OutOpt = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Shorter runs (a smoke test).")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Micro-benchmark this GPU and write a calibrated preset (never looks at attention)."""
+    from ..validate.timing import require_cuda
+
+    _check_out(out)
+    require_cuda("calibrate")
+    import torch
+
+    from ..hwmodels import load_gpu, preset_path, write_preset
+    from ..validate import calibrate as cal
+    from ..validate import metadata, schema
+
+    device = torch.cuda.get_device_name(0)
+    base_gpu = load_gpu(base or cal.base_preset_for(device))
+    base_name = base_gpu.name
+    meta = metadata.collect({"command": "calibrate", "base_preset": base_name, "quick": quick})
+    t0 = time.perf_counter()
+    log(f"calibrating {device} against {base_name} ...")
+    rows = cal.run_calibration(quick=quick, log=log)
+    gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta["date"])
+    metadata.finish(meta)
+    meta["derived"] = {
+        f: {
+            "datasheet": getattr(base_gpu, f),
+            "calibrated": getattr(gpu, f),
+            "source": gpu.sources.get(f, ""),
+        }
+        for f in fields
+    }
+    meta["notes"] = notes
+    meta["wall_s"] = round(time.perf_counter() - t0, 1)
+    doc = schema.new_results("calibrate", meta)
+    doc["measurements"] = rows
+    results = out or _default_out("-calibrate")
+    schema.save_results(doc, results)
+    target = preset_out or preset_path(cal.calibrated_name(base_name))
+    header = (
+        f"{gpu.display_name}: measured by `tilesim calibrate` on {meta['date']} "
+        f"({device}, {len(rows)} micro-benchmarks; raw figures in {results.name}).\n"
+        "Only the fields below differ from the datasheet preset named by `base`;\n"
+        "each comment says how its value was measured. No attention timing was used."
+    )
+    write_preset(gpu, target, header, base=base_name, only=fields)
+    if json_out:
+        print_json({"preset": str(target), "results": str(results), "derived": meta["derived"]})
+        return
+    table = Table(title=f"calibrated {gpu.name}")
+    for col in ("field", "datasheet", "calibrated", "ratio"):
+        table.add_column(col, justify="left" if col == "field" else "right")
+    for f in fields:
+        a, b = getattr(base_gpu, f), getattr(gpu, f)
+        ratio = f"{b / a:.3f}" if isinstance(a, int | float) and a else ""
+        table.add_row(f, f"{a:.4g}", f"{b:.4g}", ratio)
+    console.print(table)
+    for note in notes:
+        console.print(f"note: {note}")
+    console.print(f"wrote {target} and {results}")
+
+
+# -- bench --------------------------------------------------------------------------------
+
+
+def bench(
+    seqlens: SeqlensOpt = None,
+    head_dims: HeadDimsOpt = None,
+    mask: MaskOpt = "both",
+    impls: Annotated[
+        str | None,
+        typer.Option(
+            "--impls",
+            help="Comma-separated: standard,v1,v2,v3 (tilesim's) and sdpa-math, sdpa-flash, "
+            "sdpa-efficient, sdpa-cudnn [default: all].",
+            show_default=False,
+        ),
+    ] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="fp16 or bf16.")] = "fp16",
+    out: OutOpt = None,
+    warmup_ms: WarmupOpt = 10,
+    rep_ms: RepOpt = 30,
+    time_budget_s: BudgetOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Time tilesim's kernels and PyTorch SDPA's backends on the same shapes (TFLOPS table)."""
+    from ..validate import bench as b
+    from ..validate import grid
+    from ..validate.timing import require_cuda
+
+    ns = parse_ints(seqlens, "--seqlens", grid.BENCH_SEQLENS)
+    ds = parse_ints(head_dims, "--head-dims", (128, 64))
+    masks = parse_mask(mask)
+    chosen = b.parse_impls(impls)
+    if dtype not in ("fp16", "bf16"):
+        raise TilesimError(f"--dtype must be fp16 or bf16 for bench, got {dtype!r}")
+    shapes = grid.bench_shapes(ns, ds, masks, dtype)
+    _check_out(out)
+    require_cuda("bench")
+    path = out or _default_out("-bench")
+    doc = b.run_bench(
+        shapes,
+        path,
+        chosen,
+        warmup_ms=warmup_ms,
+        rep_ms=rep_ms,
+        time_budget_s=time_budget_s,
+        log=log,
+    )
+    if json_out:
+        print_json(doc)
+        return
+    header, body = b.tflops_table(doc)
+    table = Table(
+        title=f"forward TFLOPS, {dtype} ({doc['metadata'].get('device', {}).get('name')})"
+    )
+    for col in header:
+        table.add_column(col, justify="right")
+    for row in body:
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"wrote {path}")
+
+
+# -- validate -------------------------------------------------------------------------------
+
+
+def validate(
+    algos: Annotated[
+        str | None, typer.Option("--algos", help="Comma-separated algorithms [default: all].")
+    ] = None,
+    seqlens: SeqlensOpt = None,
+    head_dims: HeadDimsOpt = None,
+    mask: MaskOpt = "both",
+    spot_checks: Annotated[
+        bool, typer.Option("--spot-checks/--no-spot-checks", help="bf16 and fp8 points too.")
+    ] = True,
+    presets: Annotated[
+        str | None,
+        typer.Option(
+            "--presets",
+            help="Presets to predict with [default: the GPU's datasheet preset and its "
+            "calibrated one if present].",
+            show_default=False,
+        ),
+    ] = None,
+    out: OutOpt = None,
+    warmup_ms: WarmupOpt = 10,
+    rep_ms: RepOpt = 40,
+    time_budget_s: BudgetOpt = None,
+    workers: Annotated[
+        int, typer.Option("--workers", help="Processes predicting while the GPU times (0: none).")
+    ] = max(1, min(8, (os.cpu_count() or 2) - 2)),
+    quick: Annotated[
+        bool, typer.Option("--quick", help="A smoke run: N=1024,4096, d=128, no spot checks.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Check, time and predict tilesim's kernels over the validation grid."""
+    from ..traces.workload import ALGOS
+    from ..validate import grid, run
+    from ..validate.timing import require_cuda
+
+    chosen = tuple(a.strip() for a in algos.split(",")) if algos else ALGOS
+    for a in chosen:
+        if a not in ALGOS:
+            raise TilesimError(f"unknown algorithm {a!r} (choose from {', '.join(ALGOS)})")
+    ns = parse_ints(seqlens, "--seqlens", (1024, 4096) if quick else grid.VALIDATE_SEQLENS)
+    ds = parse_ints(head_dims, "--head-dims", (128,) if quick else grid.HEAD_DIMS)
+    masks = parse_mask(mask)
+    if workers < 0:
+        raise TilesimError(f"--workers must be 0 or more, got {workers}")
+    _check_out(out)
+    require_cuda("validate")
+    import torch
+
+    from ..hwmodels import load_gpu
+    from ..validate.calibrate import base_preset_for
+
+    device = torch.cuda.get_device_name(0)
+    gpu = load_gpu(base_preset_for(device))
+    names = [p.strip() for p in presets.split(",")] if presets else run.default_presets(device)
+    for name in names:
+        load_gpu(name)  # a bad preset name fails now, not after the run
+    points = grid.validate_grid(gpu, chosen, ns, ds, masks, spot_checks and not quick)
+    path = out or _default_out("")
+    log(f"validating {len(points)} points on {device}; predicting with {', '.join(names)}")
+    doc = run.run_validate(
+        points,
+        path,
+        names,
+        warmup_ms=warmup_ms,
+        rep_ms=rep_ms,
+        time_budget_s=time_budget_s,
+        predict_workers=workers,
+        log=log,
+    )
+    if json_out:
+        print_json(doc)
+        return
+    counts: dict[str, int] = {}
+    for row in doc["measurements"]:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    console.print(
+        "points: "
+        + ", ".join(f"{counts[s]} {s}" for s in ("ok", "wrong", "skipped", "error") if s in counts)
+    )
+    console.print(f"wrote {path}; `tilesim report {path}` gives the accuracy")

@@ -1,0 +1,114 @@
+"""`tilesim report`: accuracy of the model against committed GPU measurements (CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..errors import TilesimError
+from .common import JsonOpt, console, err_console, print_json
+
+FIDELITIES = ("fast", "detailed")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def report(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Results files (validate and bench JSON) [default: the newest validate and "
+            "bench files in validate/results/].",
+            show_default=False,
+        ),
+    ] = None,
+    gpu_preset: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-preset",
+            help="Preset to predict with, e.g. h200 or h200-cal [default: the datasheet preset "
+            "of the GPU the files were measured on].",
+            show_default=False,
+        ),
+    ] = None,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Write predicted-vs-measured plot here.")
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write a markdown report here.")
+    ] = None,
+    fidelity: Annotated[str, typer.Option("--fidelity", help="fast or detailed.")] = "fast",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes predicting.")] = 1,
+    stored: Annotated[
+        bool,
+        typer.Option(
+            "--stored",
+            help="Use the predictions stored in the files (the model of the day) instead of "
+            "recomputing them.",
+        ),
+    ] = False,
+    update_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--update-baseline",
+            help="Record this MAPE in validate/results/accuracy.json, the figure the accuracy "
+            "test holds the model to.",
+        ),
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Accuracy of the model against measured kernel times (predictions recomputed, on CPU)."""
+    from ..validate import report as rep
+
+    if fidelity not in FIDELITIES:
+        raise TilesimError(f"unknown fidelity {fidelity!r} (choose fast or detailed)")
+    if jobs < 1:
+        raise TilesimError(f"--jobs must be at least 1, got {jobs}")
+    for path in (png, markdown):
+        if path is not None and not path.parent.is_dir():
+            raise TilesimError(f"cannot write {path}: folder {str(path.parent)!r} does not exist")
+    if not json_out:
+        err_console.print("predicting the measured points...", style="dim")
+    result = rep.build_report(files, gpu_preset, fidelity, jobs, stored)
+    summary = result.summary()
+    if markdown is not None:
+        from ..validate.schema import save_text
+
+        save_text(rep.to_markdown(result), markdown)
+    if png is not None:
+        rep.write_png(result, png)
+    if update_baseline:
+        summary["baseline"] = rep.write_baseline(result)
+    if json_out:
+        summary["points_detail"] = [p.to_dict() for p in result.points + result.external]
+        print_json(summary)
+        return
+    _print(summary, rep)
+    for label, path in (("markdown", markdown), ("plot", png)):
+        if path is not None:
+            console.print(f"wrote {label} to {path}")
+    if update_baseline:
+        console.print(
+            f"baseline: MAPE {summary['baseline']['mape_pct']:.2f}% written to "
+            f"{rep.baseline_path()}"
+        )
+
+
+def _print(summary: dict, rep) -> None:
+    head = Table(title=f"tilesim accuracy ({summary['preset']}, {summary['fidelity']})")
+    head.add_column("figure")
+    head.add_column("value")
+    for k, v in rep.summary_rows(summary):
+        head.add_row(k, v)
+    console.print(head)
+    groups = Table(title="error by group (+: predicted slower than measured)")
+    for col in ("by", "group", "n", "MAPE", "signed mean", "max |err|"):
+        groups.add_column(col, justify="right" if col not in ("by", "group") else "left")
+    for row in rep.group_rows(summary):
+        groups.add_row(*map(str, row))
+    console.print(groups)

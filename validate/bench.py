@@ -1,0 +1,204 @@
+"""`tilesim bench`: tilesim's four kernels beside PyTorch's SDPA backends, same shapes.
+
+Each shape gets fresh inputs; each implementation is checked against the float32
+reference first (a wrong or failing one is recorded and skipped), then timed by
+``do_bench`` (median, L2 flushed). Standard attention's three kernels are also
+timed one by one (``parts``), through the kernels' own launch list.
+
+TFLOPS use the shared convention: 4·B·H·N²·d, half for causal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import TilesimError
+from ..traces.config import default_config
+from ..traces.workload import ALGOS
+from . import metadata, schema, timing
+from .grid import SDPA_BACKENDS, BenchShape
+
+IMPLS = tuple(f"tilesim-{a}" for a in ALGOS) + tuple(f"sdpa-{b}" for b in SDPA_BACKENDS)
+
+
+def parse_impls(text: str | None) -> tuple[str, ...]:
+    """``"v2,sdpa-flash"`` -> ("tilesim-v2", "sdpa-flash"); None -> every implementation."""
+    if not text:
+        return IMPLS
+    out = []
+    for item in (s.strip() for s in text.split(",")):
+        name = f"tilesim-{item}" if item in ALGOS else item
+        if name not in IMPLS:
+            raise TilesimError(f"unknown implementation {item!r} (choose from {', '.join(IMPLS)})")
+        out.append(name)
+    return tuple(dict.fromkeys(out))
+
+
+def run_bench(
+    shapes: Sequence[BenchShape],
+    out_path: Path,
+    impls: Sequence[str] = IMPLS,
+    *,
+    warmup_ms: float = 10,
+    rep_ms: float = 30,
+    time_budget_s: float | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    import torch
+
+    from ..hwmodels import load_gpu
+    from .calibrate import base_preset_for
+
+    device = torch.cuda.get_device_name(0)
+    preset = load_gpu(base_preset_for(device))
+    meta = metadata.collect(
+        {
+            "command": "bench",
+            "config_preset": preset.name,
+            "timing": {
+                "function": "triton.testing.do_bench",
+                "return_mode": "median",
+                "warmup_ms": warmup_ms,
+                "rep_ms": rep_ms,
+                "l2_flushed": True,
+            },
+            "tolerance": timing.TOLERANCE,
+        }
+    )
+    doc = schema.new_results("bench", meta)
+    rows = doc["measurements"]
+    t_start = time.perf_counter()
+    for i, shape in enumerate(shapes):
+        w = shape.workload
+        over = time_budget_s is not None and time.perf_counter() - t_start > time_budget_s
+        q, k, v, scales = timing.make_inputs(w, seed=1000 + i)
+        for impl in impls:
+            if over:
+                rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
+                continue
+            row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch)
+            rows.append(row)
+            log(f"[{i + 1}/{len(shapes)}] {shape.label} {impl}: {_describe(row)}")
+        q = k = v = None
+        timing.release()
+        schema.save_results(doc, out_path)
+    metadata.finish(meta)
+    schema.save_results(doc, out_path)
+    return doc
+
+
+def _row(impl, w, config, status, **kw) -> dict:
+    algo = impl.removeprefix("tilesim-") if impl.startswith("tilesim-") else None
+    return schema.kernel_record(algo, w, config, status, impl=impl, **kw)
+
+
+def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
+    config = None
+    try:
+        if impl.startswith("tilesim-"):
+            algo = impl.removeprefix("tilesim-")
+            config = default_config(algo, w, preset)
+            if algo == "standard":
+                need = timing.standard_scratch_bytes(w) * 1.25
+                if need > timing.free_bytes():
+                    return _row(impl, w, config, "skipped", note="S and P do not fit in memory")
+            run = _tilesim_run(algo, q, k, v, w.causal, config, scales)
+            ctx = _nullcontext()
+        else:
+            backend = impl.removeprefix("sdpa-")
+            if backend == "math" and timing.math_scratch_bytes(w) * 1.25 > timing.free_bytes():
+                return _row(impl, w, None, "skipped", note="the math backend's n x n does not fit")
+            run, ctx = _sdpa_run(backend, q, k, v, w.causal, torch)
+        with ctx:
+            err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype)
+            if not err <= timing.TOLERANCE[w.dtype]:
+                return _row(impl, w, config, "wrong", rel_error=err, note=f"rel. error {err:.3g}")
+            t = timing.bench_s(run, warmup_ms, rep_ms)
+        extra = {}
+        if impl == "tilesim-standard":
+            extra["parts"] = _standard_parts(q, k, v, w.causal, config, warmup_ms, rep_ms)
+        return _row(impl, w, config, "ok", time_s=t, rel_error=err, **extra)
+    except TilesimError as exc:
+        return _row(impl, w, config, "skipped", note=timing.first_line(exc))
+    except torch.cuda.OutOfMemoryError as exc:
+        return _row(impl, w, config, "skipped", note="out of GPU memory: " + timing.first_line(exc))
+    except Exception as exc:  # an SDPA backend that refuses a shape, a compile failure
+        return _row(
+            impl, w, config, "error", note=f"{type(exc).__name__}: {timing.first_line(exc)}"
+        )
+    finally:
+        timing.release()
+
+
+def _tilesim_run(algo, q, k, v, causal, config, scales):
+    from ..kernels import attention
+
+    return lambda: attention(q, k, v, causal=causal, algo=algo, config=config, **scales)
+
+
+def _sdpa_run(backend: str, q, k, v, causal: bool, torch):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    which = {
+        "math": SDPBackend.MATH,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+    }[backend]
+    return (lambda: sdpa(q, k, v, is_causal=causal)), sdpa_kernel([which])
+
+
+def _standard_parts(q, k, v, causal, config, warmup_ms, rep_ms) -> dict:
+    """Times of standard attention's three launches, each by do_bench on its own."""
+    import torch
+
+    from ..kernels import standard
+    from ..kernels.reference import default_scale
+
+    out = torch.empty_like(q)
+    parts = {}
+    for name, run in standard.launches(q, k, v, causal, default_scale(q.shape[-1]), config, out):
+        run()  # in order, so each launch reads what the previous one wrote
+        parts[name] = timing.bench_s(run, warmup_ms, rep_ms)
+    return parts
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _describe(row: dict) -> str:
+    if row["status"] == "ok":
+        return f"{row['time_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOPS"
+    return f"{row['status'].upper()}: {row['note']}"
+
+
+def tflops_table(doc: dict) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a bench file: one row per shape, one TFLOPS column per impl."""
+    impls = list(dict.fromkeys(r["impl"] for r in doc["measurements"]))
+    shapes: dict = {}
+    for r in doc["measurements"]:
+        w = r["workload"]
+        key = (w["head_dim"], w["causal"], w["seqlen_q"], w["dtype"])
+        shapes.setdefault(key, {})[r["impl"]] = r
+    header = ["d", "mask", "N", *impls]
+    body = []
+    for (d, causal, n, _dtype), by_impl in shapes.items():
+        cells = [str(d), "causal" if causal else "full", str(n)]
+        for impl in impls:
+            r = by_impl.get(impl)
+            if r is None:
+                cells.append("")
+            elif r["status"] == "ok":
+                cells.append(f"{r['tflops']:.0f}")
+            else:
+                cells.append(r["status"])
+        body.append(cells)
+    return header, body

@@ -1,0 +1,78 @@
+"""Predictions of measured points: the same workload and KernelConfig through the model.
+
+A measured point stores its ``workload`` and ``config``; :func:`predict_point`
+builds that exact trace and simulates it, so a prediction and a measurement
+always describe the same grid and tiles. :func:`predict_many` runs a list of
+jobs serially or in worker processes (spawned, so a CUDA process can use it
+too); results come back in job order, so the output is deterministic.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from ..errors import TilesimError
+from ..hwmodels import load_gpu
+from ..traces.workload import KernelConfig, Workload
+
+
+@dataclass(frozen=True)
+class Job:
+    """One prediction to make: a preset and a measured point's algo, workload, config."""
+
+    preset: str
+    algo: str
+    workload: Workload
+    config: KernelConfig
+
+
+@functools.lru_cache(maxsize=16)
+def _gpu(preset: str):
+    return load_gpu(preset)
+
+
+def predict_point(
+    preset: str, algo: str, workload: Workload, config: KernelConfig, fidelity: str = "fast"
+) -> dict:
+    """{"time_s", "bound", "tflops", ...} of one point, or {"error": "..."} if the model
+    cannot run it (a config that does not fit the preset, say)."""
+    from ..simulator import simulate
+    from ..traces import build
+
+    try:
+        gpu = _gpu(preset)
+        trace = build(algo, workload, gpu, config)
+        pred = simulate(trace, gpu, fidelity=fidelity)
+    except TilesimError as exc:
+        return {"error": str(exc)}
+    out = {"time_s": float(pred.time_s), "gpu": gpu.name}
+    for key in ("bound", "tflops", "l2_hit_rate", "hbm_read_bytes", "hbm_write_bytes"):
+        value = getattr(pred, key, None)
+        if value is not None:
+            out[key] = value if isinstance(value, str) else float(value)
+    return out
+
+
+def _run(job: Job, fidelity: str) -> dict:
+    return predict_point(job.preset, job.algo, job.workload, job.config, fidelity)
+
+
+def predict_many(jobs: Sequence[Job], fidelity: str = "fast", workers: int = 1) -> list[dict]:
+    """Predict every job; ``workers`` > 1 uses that many spawned processes."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [_run(job, fidelity) for job in jobs]
+    with pool(workers) as ex:
+        return list(ex.map(_run, jobs, [fidelity] * len(jobs)))
+
+
+def pool(workers: int) -> ProcessPoolExecutor:
+    """Worker processes started by spawn: safe beside a process that holds a CUDA context."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def submit(ex: ProcessPoolExecutor, job: Job, fidelity: str = "fast"):
+    return ex.submit(_run, job, fidelity)

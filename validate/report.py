@@ -1,0 +1,458 @@
+"""`tilesim report`: the model's accuracy against committed GPU measurements (CPU only).
+
+The measurements in ``validate/results/*.json`` store each point's workload and
+KernelConfig, so the report predicts every point again with the *current* model
+(stored predictions are only a record of the day): a model change shows its
+effect on accuracy at once, and the accuracy test in ``tests/validate`` keeps it
+from getting worse.
+
+Figures: MAPE; the largest |error| with its sign; signed mean error (the bias)
+by algorithm, head dim and mask; Spearman rank correlation of predicted and
+measured times; the error of predicted speed-ups (v2 over standard, v3 over v2,
+v2 over v1); the share of shapes whose predicted fastest algorithm is the
+measured fastest; and, from bench files, the same for PyTorch SDPA's `flash`
+backend, predicted as the FlashAttention-2 schedule it runs — a check on a
+kernel nobody here wrote.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import TilesimError
+from ..traces.workload import KernelConfig, Workload
+from . import schema, stats
+from .calibrate import base_preset_for
+from .grid import EXTERNAL_SCHEDULES
+from .predict import Job, predict_many
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RATIOS = (("v2", "standard"), ("v3", "v2"), ("v2", "v1"))
+ALGO_ORDER = ("standard", "v1", "v2", "v3")
+BASELINE_SLACK_PCT = 1.0  # the accuracy test allows MAPE to rise this many points
+
+
+@dataclass
+class Point:
+    """One measured kernel run and its prediction."""
+
+    source: str  # results file name
+    algo: str  # standard | v1 | v2 | v3, or an external impl ("sdpa-flash")
+    schedule: str  # the algorithm whose trace predicts it
+    workload: Workload
+    config: KernelConfig
+    measured_s: float
+    predicted_s: float | None = None
+    bound: str | None = None
+    error: str | None = None  # why there is no prediction
+    stored: dict = field(default_factory=dict)  # predictions kept in the file, by preset
+
+    @property
+    def shape(self) -> tuple:
+        w = self.workload
+        return (w.dtype, w.head_dim, w.seqlen_q, w.causal, w.batch, w.heads)
+
+    @property
+    def rel_error(self) -> float:
+        return stats.rel_error(self.predicted_s, self.measured_s)
+
+    def to_dict(self) -> dict:
+        w = self.workload
+        return {
+            "source": self.source,
+            "algo": self.algo,
+            "dtype": w.dtype,
+            "head_dim": w.head_dim,
+            "seqlen": w.seqlen_q,
+            "causal": w.causal,
+            "batch": w.batch,
+            "heads": w.heads,
+            "measured_s": self.measured_s,
+            "predicted_s": self.predicted_s,
+            "error_pct": None if self.predicted_s is None else 100 * self.rel_error,
+            "bound": self.bound,
+            "note": self.error,
+        }
+
+
+@dataclass
+class Report:
+    preset: str
+    fidelity: str
+    files: list[str]
+    points: list[Point]  # tilesim's kernels
+    external: list[Point] = field(default_factory=list)  # kernels others wrote
+    stored: bool = False
+
+    def predicted(self, points: Sequence[Point] | None = None) -> list[Point]:
+        return [p for p in (self.points if points is None else points) if p.predicted_s]
+
+    # -- figures --------------------------------------------------------------------
+    def summary(self) -> dict:
+        pts = self.predicted()
+        if not pts:
+            raise TilesimError("no point could be predicted: nothing to report")
+        out = {
+            "preset": self.preset,
+            "fidelity": self.fidelity,
+            "recomputed": not self.stored,
+            "files": self.files,
+            "points": len(self.points),
+            "not_predicted": len(self.points) - len(pts),
+            "overall": _summ(pts),
+            "by_algo": _by(pts, lambda p: p.algo, ALGO_ORDER),
+            "by_head_dim": _by(pts, lambda p: str(p.workload.head_dim)),
+            "by_mask": _by(pts, lambda p: "causal" if p.workload.causal else "full"),
+            "by_dtype": _by(pts, lambda p: p.workload.dtype),
+            "ratios": self.ratio_summary(),
+            "fastest": self.fastest(),
+        }
+        worst = pts[out["overall"]["max_abs_index"]]
+        out["overall"]["max_abs_point"] = _label(worst)
+        ext = {}
+        for impl in sorted({p.algo for p in self.external}):
+            ok = self.predicted([p for p in self.external if p.algo == impl])
+            if ok:
+                ext[impl] = _summ(ok)
+        out["external"] = ext
+        return out
+
+    def ratio_summary(self) -> dict:
+        tuples = [(p.shape, p.algo, p.predicted_s, p.measured_s) for p in self.predicted()]
+        out = {}
+        for num, den in RATIOS:
+            errs = stats.ratio_errors(tuples, num, den)
+            if not errs:
+                continue
+            e = [x[3] for x in errs]
+            out[f"{num}/{den}"] = {
+                "n": len(e),
+                "mean_abs_pct": 100 * sum(abs(x) for x in e) / len(e),
+                "signed_mean_pct": 100 * sum(e) / len(e),
+                "measured_mean": sum(x[1] for x in errs) / len(errs),
+                "predicted_mean": sum(x[2] for x in errs) / len(errs),
+            }
+        return out
+
+    def fastest(self) -> dict:
+        tuples = [(p.shape, p.algo, p.predicted_s, p.measured_s) for p in self.predicted()]
+        agree, total = stats.fastest_agreement(tuples)
+        return {"agree": agree, "shapes": total, "share": agree / total if total else None}
+
+
+def _summ(points: Sequence[Point]) -> dict:
+    return stats.summarize(
+        [p.predicted_s for p in points], [p.measured_s for p in points]
+    ).to_dict()
+
+
+def _by(points: Sequence[Point], key, order: Sequence[str] = ()) -> dict:
+    groups = stats.group_by([key(p) for p in points], list(points))
+    names = [k for k in order if k in groups] + sorted(k for k in groups if k not in order)
+    return {name: _summ(groups[name][0]) for name in names}
+
+
+def _label(p: Point) -> str:
+    w = p.workload
+    mask = "causal" if w.causal else "full"
+    return f"{p.algo} {w.dtype} d={w.head_dim} N={w.seqlen_q} {mask}"
+
+
+# -- inputs ---------------------------------------------------------------------------------
+
+
+def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
+    """The newest validate file and the newest bench file (names start with the date)."""
+    chosen = []
+    for kind in ("validate", "bench"):
+        files = []
+        for path in sorted(results_dir.glob("*.json")):
+            if path.name == schema.ACCURACY_FILE:
+                continue
+            doc = schema.load_json(path)
+            if isinstance(doc, dict) and doc.get("kind") == kind:
+                files.append(path)
+        if files:
+            chosen.append(files[-1])
+    return chosen
+
+
+def preset_of(docs: Sequence[tuple[str, dict]]) -> str:
+    """The datasheet preset of the GPU the measurements were taken on."""
+    names = []
+    for _, doc in docs:
+        meta = doc["metadata"]
+        name = (meta.get("device") or {}).get("name") or (meta.get("nvidia_smi_before") or {}).get(
+            "name"
+        )
+        if name:
+            names.append(name)
+    if not names:
+        raise TilesimError("the results files do not name their GPU: pass --gpu-preset")
+    presets = sorted({base_preset_for(n) for n in names})
+    if len(presets) > 1:
+        raise TilesimError(
+            f"the results files come from different GPUs ({', '.join(presets)}): report one "
+            "GPU at a time"
+        )
+    return presets[0]
+
+
+def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[Point]]:
+    """(tilesim points from validate files, external points from bench files)."""
+    own, ext = [], []
+    for name, doc in docs:
+        for i, row in enumerate(schema.ok_rows(doc)):
+            where = f"{name}: measurements[{i}]"
+            w = schema.workload_from_record(row, where)
+            if doc["kind"] == "validate":
+                cfg = schema.config_from_record(row, where)
+                stored = row.get("predictions") or {}
+                own.append(
+                    Point(name, row["algo"], row["algo"], w, cfg, row["time_s"], stored=stored)
+                )
+            elif doc["kind"] == "bench" and row.get("impl") in EXTERNAL_SCHEDULES:
+                algo, config_fn = EXTERNAL_SCHEDULES[row["impl"]]
+                cfg = config_fn(w.head_dim)
+                if cfg is not None:
+                    ext.append(Point(name, row["impl"], algo, w, cfg, row["time_s"]))
+    return own, ext
+
+
+def build_report(
+    paths: Sequence[str | Path] | None = None,
+    preset: str | None = None,
+    fidelity: str = "fast",
+    workers: int = 1,
+    stored: bool = False,
+) -> Report:
+    """Load results files and predict every measured point with ``preset``."""
+    paths = [Path(p) for p in paths] if paths else default_paths()
+    if not paths:
+        raise TilesimError(
+            f"no results files in {RESULTS_DIR} yet: run `tilesim validate` on a GPU first"
+        )
+    docs = [(p.name, schema.load_results(p)) for p in paths]
+    if not any(doc["kind"] == "validate" for _, doc in docs):
+        raise TilesimError(
+            "no validate results among the files given (bench and calibrate files "
+            "alone hold no measurement of tilesim's kernels)"
+        )
+    preset = preset or preset_of(docs)
+    own, ext = collect_points(docs)
+    if not own:
+        raise TilesimError("the validate files hold no successful measurement")
+    points = own + ext
+    if stored:
+        for p in own:
+            _apply(p, p.stored.get(preset) or {"error": "no stored prediction"})
+    else:
+        jobs = [Job(preset, p.schedule, p.workload, p.config) for p in points]
+        for p, pred in zip(points, predict_many(jobs, fidelity, workers), strict=True):
+            _apply(p, pred)
+    return Report(preset, fidelity, [p.name for p in paths], own, ext, stored=stored)
+
+
+def _apply(p: Point, pred: dict) -> None:
+    if "error" in pred or not pred.get("time_s"):
+        p.error = pred.get("error", "no prediction")
+        return
+    p.predicted_s = float(pred["time_s"])
+    p.bound = pred.get("bound")
+
+
+# -- outputs ------------------------------------------------------------------------
+
+
+def _fmt(x, spec: str = ".1f", none: str = "-") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return none
+    return format(x, spec)
+
+
+def summary_rows(summary: dict) -> list[tuple[str, str]]:
+    """The headline figures as (name, value) pairs."""
+    o = summary["overall"]
+    rows = [
+        ("preset", summary["preset"]),
+        ("points predicted", f"{o['n']} of {summary['points']}"),
+        ("MAPE", f"{o['mape_pct']:.1f}%"),
+        ("max |error|", f"{o['max_abs_pct']:+.1f}% ({o['max_abs_point']})"),
+        ("signed mean error", f"{o['signed_mean_pct']:+.1f}%"),
+        ("Spearman rank corr.", _fmt(o["spearman"], ".3f")),
+    ]
+    for name, r in summary["ratios"].items():
+        rows.append(
+            (
+                f"speed-up {name} error",
+                f"{r['mean_abs_pct']:.1f}% mean |err|, {r['signed_mean_pct']:+.1f}% signed "
+                f"(n={r['n']}; measured {r['measured_mean']:.2f}x, predicted "
+                f"{r['predicted_mean']:.2f}x)",
+            )
+        )
+    f = summary["fastest"]
+    if f["shapes"]:
+        rows.append(
+            (
+                "fastest algo right",
+                f"{f['agree']} of {f['shapes']} shapes ({100 * f['share']:.0f}%)",
+            )
+        )
+    for impl, s in summary["external"].items():
+        rows.append(
+            (
+                f"{impl} (external)",
+                f"MAPE {s['mape_pct']:.1f}%, signed {s['signed_mean_pct']:+.1f}%, n={s['n']}",
+            )
+        )
+    return rows
+
+
+def group_rows(summary: dict) -> list[tuple[str, str, int, str, str, str]]:
+    """(grouping, group, n, MAPE, signed mean, max |err|) for the by-algo/d/mask/dtype tables."""
+    out = []
+    for title, key in (
+        ("algorithm", "by_algo"),
+        ("head dim", "by_head_dim"),
+        ("mask", "by_mask"),
+        ("dtype", "by_dtype"),
+    ):
+        for name, s in summary[key].items():
+            out.append(
+                (
+                    title,
+                    name,
+                    s["n"],
+                    f"{s['mape_pct']:.1f}%",
+                    f"{s['signed_mean_pct']:+.1f}%",
+                    f"{s['max_abs_pct']:+.1f}%",
+                )
+            )
+    return out
+
+
+def to_markdown(report: Report) -> str:
+    summary = report.summary()
+    lines = [
+        f"# tilesim accuracy: {summary['preset']}",
+        "",
+        f"Predictions recomputed with the current model ({summary['fidelity']} fidelity)"
+        if not report.stored
+        else "Predictions as stored in the results files",
+        f"from {', '.join(summary['files'])}. Error = (predicted - measured) / measured:",
+        "positive means the model predicts the kernel slower than it ran.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in summary_rows(summary)]
+    lines += ["", "| by | group | n | MAPE | signed mean | max abs |", "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(map(str, r)) + " |" for r in group_rows(summary)]
+    lines += [
+        "",
+        "| algo | dtype | d | N | mask | B | H | measured ms | predicted ms | error | bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in report.points + report.external:
+        w = p.workload
+        lines.append(
+            f"| {p.algo} | {w.dtype} | {w.head_dim} | {w.seqlen_q} | "
+            f"{'causal' if w.causal else 'full'} | {w.batch} | {w.heads} | "
+            f"{p.measured_s * 1e3:.3f} | {_fmt(p.predicted_s and p.predicted_s * 1e3, '.3f')} | "
+            f"{_fmt(p.predicted_s and 100 * p.rel_error, '+.1f')}{'%' if p.predicted_s else ''} | "
+            f"{p.bound or (p.error or '-')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+MARKERS = {"standard": "o", "v1": "s", "v2": "^", "v3": "D", "sdpa-flash": "x"}
+
+
+def write_png(report: Report, path: str | Path) -> Path:
+    """Predicted vs measured time, log-log, one marker per algorithm, y = x and ±10%."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = report.predicted() + report.predicted(report.external)
+    summary = report.summary()
+    fig, ax = plt.subplots(figsize=(6.5, 6), dpi=120)
+    lo = min(min(p.measured_s, p.predicted_s) for p in pts) * 1e3 / 1.5
+    hi = max(max(p.measured_s, p.predicted_s) for p in pts) * 1e3 * 1.5
+    xs = [lo, hi]
+    ax.fill_between(xs, [x * 0.9 for x in xs], [x * 1.1 for x in xs], color="0.85", label="±10%")
+    ax.plot(xs, xs, color="0.3", lw=1, label="y = x")
+    names = [*ALGO_ORDER, *sorted({p.algo for p in report.external})]
+    for name in names:
+        sel = [p for p in pts if p.algo == name]
+        if not sel:
+            continue
+        ax.scatter(
+            [p.measured_s * 1e3 for p in sel],
+            [p.predicted_s * 1e3 for p in sel],
+            marker=MARKERS.get(name, "o"),
+            s=28,
+            label=f"{name} ({len(sel)})",
+            alpha=0.85,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured time (ms)")
+    ax.set_ylabel("predicted time (ms)")
+    o = summary["overall"]
+    ax.set_title(
+        f"tilesim vs measured, {summary['preset']}\nMAPE {o['mape_pct']:.1f}%, "
+        f"Spearman {_fmt(o['spearman'], '.3f')}, n={o['n']}",
+        fontsize=10,
+    )
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    try:
+        fig.savefig(tmp)
+        tmp.replace(path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def baseline_path(results_dir: Path = RESULTS_DIR) -> Path:
+    return results_dir / schema.ACCURACY_FILE
+
+
+def write_baseline(report: Report, path: Path | None = None) -> dict:
+    """Record the current MAPE as the figure the accuracy test holds the model to."""
+    if report.stored:
+        raise TilesimError("--update-baseline needs recomputed predictions (drop --stored)")
+    summary = report.summary()
+    doc = {
+        "schema_version": schema.SCHEMA_VERSION,
+        "kind": "accuracy",
+        "preset": report.preset,
+        "fidelity": report.fidelity,
+        "files": report.files,
+        "points": summary["overall"]["n"],
+        "mape_pct": round(summary["overall"]["mape_pct"], 3),
+        "slack_pct": BASELINE_SLACK_PCT,
+    }
+    schema.save_json(doc, path or baseline_path())
+    return doc
+
+
+def load_baseline(path: Path | None = None) -> dict | None:
+    path = path or baseline_path()
+    if not path.exists():
+        return None
+    doc = schema.load_json(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "accuracy" or "mape_pct" not in doc:
+        raise TilesimError(f"{path}: not an accuracy baseline (rewrite it with --update-baseline)")
+    return doc

@@ -1,0 +1,163 @@
+"""`tilesim validate`: time tilesim's kernels over the grid and predict every point.
+
+For each point of :func:`tilesim.validate.grid.validate_grid`: fresh inputs,
+the output checked against the float32 reference, a ``do_bench`` median, then
+predictions with each preset (the datasheet ``h200`` and, if present, the
+calibrated ``h200-cal``) from the *same* KernelConfig the kernel ran with. The
+predictions run in spawned worker processes while the GPU times the next
+points, so the whole grid fits in a few minutes.
+
+The results file is rewritten (atomically) every few points, so a run cut short
+still leaves a valid file holding what it measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import TilesimError
+from . import metadata, schema, timing
+from .grid import GridPoint
+from .predict import Job, pool, submit
+
+CHECKPOINT_EVERY = 8  # points between rewrites of the results file
+MEMORY_MARGIN = 1.25  # scratch must fit in free memory with this margin
+
+
+def run_validate(
+    points: Sequence[GridPoint],
+    out_path: Path,
+    presets: Sequence[str],
+    *,
+    warmup_ms: float = 10,
+    rep_ms: float = 40,
+    time_budget_s: float | None = None,
+    predict_workers: int = 8,
+    log: Callable[[str], None] = print,
+    meta_extra: dict | None = None,
+) -> dict:
+    """Run the grid on GPU 0 and write ``out_path``; returns the results document."""
+    import torch
+
+    from ..kernels import attention
+
+    meta = metadata.collect(
+        {
+            "command": "validate",
+            "presets": list(presets),
+            "timing": {
+                "function": "triton.testing.do_bench",
+                "return_mode": "median",
+                "warmup_ms": warmup_ms,
+                "rep_ms": rep_ms,
+                "l2_flushed": True,
+            },
+            "tolerance": timing.TOLERANCE,
+            "check": "rel. L2 error vs float32 reference on the first and last (batch, head)",
+            **(meta_extra or {}),
+        }
+    )
+    doc = schema.new_results("validate", meta)
+    rows = doc["measurements"]
+    t_start = time.perf_counter()
+    ex = pool(predict_workers) if predict_workers > 0 and presets else None
+    futures: list[tuple[int, str, object]] = []
+    try:
+        for i, p in enumerate(points):
+            elapsed = time.perf_counter() - t_start
+            if time_budget_s is not None and elapsed > time_budget_s:
+                rows.append(
+                    _record(p, "skipped", note=f"time budget of {time_budget_s:.0f} s spent")
+                )
+                continue
+            row = _measure(p, i, attention, warmup_ms, rep_ms, torch)
+            rows.append(row)
+            log(f"[{i + 1}/{len(points)} {elapsed:5.0f}s] {p.label}: {_describe(row)}")
+            if ex is not None and row["status"] == "ok":
+                for preset in presets:
+                    job = Job(preset, p.algo, p.workload, p.config)
+                    futures.append((len(rows) - 1, preset, submit(ex, job)))
+            if (i + 1) % CHECKPOINT_EVERY == 0:
+                schema.save_results(doc, out_path)
+        for index, preset, fut in futures:
+            try:
+                pred = fut.result(timeout=max(5.0, _remaining(t_start, time_budget_s, 60)))
+            except Exception as exc:  # a slow or failed prediction: recorded, not fatal
+                pred = {"error": timing.first_line(exc)}
+            rows[index].setdefault("predictions", {})[preset] = pred
+    finally:
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
+    metadata.finish(meta)
+    schema.save_results(doc, out_path)
+    return doc
+
+
+def _remaining(t_start: float, budget: float | None, extra: float) -> float:
+    if budget is None:
+        return 600.0
+    return budget + extra - (time.perf_counter() - t_start)
+
+
+def _record(p: GridPoint, status: str, **kw) -> dict:
+    return schema.kernel_record(p.algo, p.workload, p.config, status, group=p.group, **kw)
+
+
+def _measure(p: GridPoint, seed: int, attention, warmup_ms, rep_ms, torch) -> dict:
+    w = p.workload
+    if p.algo == "standard":
+        need = timing.standard_scratch_bytes(w) * MEMORY_MARGIN
+        if need > timing.free_bytes():
+            return _record(
+                p,
+                "skipped",
+                note=f"S and P need {need / 2**30:.1f} GiB, more than the GPU has free",
+            )
+    try:
+        q, k, v, scales = timing.make_inputs(w, seed)
+
+        def run():
+            return attention(q, k, v, causal=w.causal, algo=p.algo, config=p.config, **scales)
+
+        err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype)
+        if not err <= timing.TOLERANCE[w.dtype]:
+            return _record(
+                p,
+                "wrong",
+                rel_error=err,
+                note=f"rel. error {err:.3g} over {timing.TOLERANCE[w.dtype]:g}",
+            )
+        t = timing.bench_s(run, warmup_ms, rep_ms)
+        return _record(p, "ok", time_s=t, rel_error=err)
+    except TilesimError as exc:  # the kernel refuses this point (e.g. an unsupported dtype)
+        return _record(p, "skipped", note=timing.first_line(exc))
+    except torch.cuda.OutOfMemoryError as exc:
+        return _record(p, "skipped", note="out of GPU memory: " + timing.first_line(exc, 120))
+    except Exception as exc:  # compile or launch failure: recorded, the grid goes on
+        return _record(p, "error", note=f"{type(exc).__name__}: {timing.first_line(exc)}")
+    finally:
+        q = k = v = None
+        timing.release()
+
+
+def _describe(row: dict) -> str:
+    if row["status"] == "ok":
+        return (
+            f"{row['time_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOPS "
+            f"(err {row['rel_error']:.1e})"
+        )
+    return f"{row['status'].upper()}: {row['note']}"
+
+
+def default_presets(device_name: str) -> list[str]:
+    """The datasheet preset of this GPU and its calibrated variant when one exists."""
+    from ..hwmodels import list_presets
+    from .calibrate import base_preset_for, calibrated_name
+
+    base = base_preset_for(device_name)
+    presets = [base]
+    if calibrated_name(base) in list_presets():
+        presets.append(calibrated_name(base))
+    return presets
