@@ -1,8 +1,11 @@
 """Tile schedules of the four attention algorithms, as traces the engine replays.
 
 ``build(algo, workload, gpu, config=None) -> Trace`` picks the generator from
-``ALGORITHMS``; ``counters(trace)`` counts its work; ``expand`` unrolls one CTA;
-``files.save`` / ``files.load`` read and write ``*.trace.json``.
+``ALGORITHMS``; ``counters.counters(trace)`` counts its work; ``expand.expand``
+unrolls one CTA; ``files.save`` / ``files.load`` read and write ``*.trace.json``
+and ``files.validate(trace, gpu)`` checks a trace against a GPU. (The functions
+``counters`` and ``expand`` are not re-exported here: they would hide the
+modules of the same name.)
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ from __future__ import annotations
 from ..hwmodels.gpu import GPU
 from . import flash_v1, flash_v2, flash_v3, standard
 from .config import check_algo, check_fits, default_config
-from .counters import Counters, counters
-from .expand import FlatOp, expand
+from .counters import Counters
+from .expand import FlatOp
 from .files import load, save, validate
 from .ir import Trace
 from .workload import KernelConfig, Workload
@@ -36,9 +39,7 @@ __all__ = [
     "Trace",
     "Workload",
     "build",
-    "counters",
     "default_config",
-    "expand",
     "load",
     "save",
     "validate",

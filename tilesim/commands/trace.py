@@ -16,7 +16,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..hwmodels import GPU
-from ..traces import build, counters, default_config, expand
+from ..traces import build, default_config
+from ..traces.counters import counters
+from ..traces.expand import expand
 from ..traces.files import save, to_dict
 from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Op, Store, Trace, Vector, Wait
 from ..traces.occupancy import occupancy
