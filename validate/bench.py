@@ -79,6 +79,7 @@ def run_bench(
                 rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
                 continue
             row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch)
+            timing.release()
             rows.append(row)
             log(f"[{i + 1}/{len(shapes)}] {shape.label} {impl}: {_describe(row)}")
         q = k = v = None
@@ -95,7 +96,7 @@ def _row(impl, w, config, status, **kw) -> dict:
 
 
 def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
-    config = None
+    config = out = None
     try:
         if impl.startswith("tilesim-"):
             algo = impl.removeprefix("tilesim-")
@@ -104,7 +105,8 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
                 need = timing.standard_scratch_bytes(w) * 1.25
                 if need > timing.free_bytes():
                     return _row(impl, w, config, "skipped", note="S and P do not fit in memory")
-            run = _tilesim_run(algo, q, k, v, w.causal, config, scales)
+            out = timing.output_buffer(w)
+            run = _tilesim_run(algo, q, k, v, w.causal, config, scales, out)
             ctx = _nullcontext()
         else:
             backend = impl.removeprefix("sdpa-")
@@ -112,7 +114,7 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
                 return _row(impl, w, None, "skipped", note="the math backend's n x n does not fit")
             run, ctx = _sdpa_run(backend, q, k, v, w.causal, torch)
         with ctx:
-            err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype)
+            err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype, out=out)
             if not err <= timing.TOLERANCE[w.dtype]:
                 return _row(impl, w, config, "wrong", rel_error=err, note=f"rel. error {err:.3g}")
             t = timing.bench_s(run, warmup_ms, rep_ms)
@@ -128,14 +130,12 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
         return _row(
             impl, w, config, "error", note=f"{type(exc).__name__}: {timing.first_line(exc)}"
         )
-    finally:
-        timing.release()
 
 
-def _tilesim_run(algo, q, k, v, causal, config, scales):
+def _tilesim_run(algo, q, k, v, causal, config, scales, out):
     from ..kernels import attention
 
-    return lambda: attention(q, k, v, causal=causal, algo=algo, config=config, **scales)
+    return lambda: attention(q, k, v, causal=causal, algo=algo, config=config, out=out, **scales)
 
 
 def _sdpa_run(backend: str, q, k, v, causal: bool, torch):
@@ -153,14 +153,11 @@ def _sdpa_run(backend: str, q, k, v, causal: bool, torch):
 
 def _standard_parts(q, k, v, causal, config, warmup_ms, rep_ms) -> dict:
     """Times of standard attention's three launches, each by do_bench on its own."""
-    import torch
+    from ..kernels import launches
 
-    from ..kernels import standard
-    from ..kernels.reference import default_scale
-
-    out = torch.empty_like(q)
+    _, runs = launches(q, k, v, causal=causal, algo="standard", config=config)
     parts = {}
-    for name, run in standard.launches(q, k, v, causal, default_scale(q.shape[-1]), config, out):
+    for name, run in runs:
         run()  # in order, so each launch reads what the previous one wrote
         parts[name] = timing.bench_s(run, warmup_ms, rep_ms)
     return parts

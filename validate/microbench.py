@@ -35,6 +35,7 @@ from ..errors import TilesimError
 from .calibrate import GiB, MiB, measurement, median
 
 READ_BLOCK = 2048  # fp32 elements per CTA per step: 8 KiB, 16 B vector loads
+# Offsets are int32: buffers stay under 2^31 elements (8 GiB of fp32).
 CTAS_PER_SM_STREAM = 4
 
 
@@ -57,7 +58,7 @@ def _stream_read(
         # -- pass r: CTA p reads blocks (p + r) mod nprog, + nprog, ... ----------------
         start = (pid + r) % nprog
         for j in range(start, n_blocks, nprog):
-            acc += tl.load(x_ptr + j.to(tl.int64) * BLOCK + offs, cache_modifier=".cg")
+            acc += tl.load(x_ptr + j * BLOCK + offs, cache_modifier=".cg")
     tl.store(out_ptr + pid * BLOCK + offs, acc)
 
 
@@ -68,7 +69,7 @@ def _stream_write(y_ptr, n_blocks, value, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     v = tl.zeros([BLOCK], dtype=tl.float32) + value
     for j in range(pid, n_blocks, nprog):
-        tl.store(y_ptr + j.to(tl.int64) * BLOCK + offs, v)
+        tl.store(y_ptr + j * BLOCK + offs, v)
 
 
 @triton.jit
@@ -77,7 +78,7 @@ def _stream_copy(x_ptr, y_ptr, n_blocks, BLOCK: tl.constexpr):
     nprog = tl.num_programs(0)
     offs = tl.arange(0, BLOCK)
     for j in range(pid, n_blocks, nprog):
-        o = j.to(tl.int64) * BLOCK + offs
+        o = j * BLOCK + offs
         tl.store(y_ptr + o, tl.load(x_ptr + o, cache_modifier=".cg"))
 
 
@@ -194,8 +195,8 @@ class ClockSampler:
             "nvidia-smi",
             "--query-gpu=clocks.sm",
             "--format=csv,noheader,nounits",
-            f"-lms={self.interval_ms}",
-            "-i=0",
+            f"--loop-ms={self.interval_ms}",
+            "--id=0",
         ]
         try:
             self._proc = subprocess.Popen(

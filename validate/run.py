@@ -73,6 +73,7 @@ def run_validate(
                 )
                 continue
             row = _measure(p, i, attention, warmup_ms, rep_ms, torch)
+            timing.release()  # the point's inputs and scratch are garbage now
             rows.append(row)
             log(f"[{i + 1}/{len(points)} {elapsed:5.0f}s] {p.label}: {_describe(row)}")
             if ex is not None and row["status"] == "ok":
@@ -137,9 +138,6 @@ def _measure(p: GridPoint, seed: int, attention, warmup_ms, rep_ms, torch) -> di
         return _record(p, "skipped", note="out of GPU memory: " + timing.first_line(exc, 120))
     except Exception as exc:  # compile or launch failure: recorded, the grid goes on
         return _record(p, "error", note=f"{type(exc).__name__}: {timing.first_line(exc)}")
-    finally:
-        q = k = v = None
-        timing.release()
 
 
 def _describe(row: dict) -> str:

@@ -94,18 +94,23 @@ def poison_allocator(nbytes: int) -> None:
 
 
 def check_output(
-    run: Callable[[], object], q, k, v, causal: bool, scales: dict, dtype: str
+    run: Callable[[], object], q, k, v, causal: bool, scales: dict, dtype: str, out=None
 ) -> float:
     """Run once and return the worst relative error over the checked (batch, head) slices.
 
-    Non-finite output gives ``inf``; the caller compares with :data:`TOLERANCE`.
+    ``out``: the buffer ``run`` writes into, filled with NaN first (else the
+    allocator's next block of that size is). Non-finite output gives ``inf``;
+    the caller compares with :data:`TOLERANCE`.
     """
     from ..kernels.reference import reference
 
-    poison_allocator(q.shape[0] * q.shape[1] * q.shape[2] * v.shape[3] * 2)
-    out = run()
-    if isinstance(out, tuple):
-        out = out[0]
+    if out is not None:
+        out.fill_(float("nan"))
+    else:
+        poison_allocator(q.shape[0] * q.shape[1] * q.shape[2] * v.shape[3] * 2)
+    result = run()
+    if isinstance(result, tuple):
+        result = result[0]
     b_last, h_last = q.shape[0] - 1, q.shape[1] - 1
     worst = 0.0
     # the first and the last (batch, head): a wrong batch/head stride shows up there,
@@ -113,8 +118,16 @@ def check_output(
     for b, h in dict.fromkeys([(0, 0), (b_last, h_last)]):
         sl = (slice(b, b + 1), slice(h, h + 1))
         ref = reference(q[sl], k[sl], v[sl], causal, **scales)
-        worst = max(worst, rel_error(out[sl].float(), ref))
+        worst = max(worst, rel_error(result[sl].float(), ref))
     return worst
+
+
+def output_buffer(w: Workload):
+    """The output tensor of a tilesim kernel for ``w`` (fp16 for fp8 inputs)."""
+    import torch
+
+    dtype = torch.float16 if w.dtype == "fp8" else torch_dtype(w.dtype)
+    return torch.empty(w.batch, w.heads, w.seqlen_q, w.head_dim, dtype=dtype, device="cuda")
 
 
 def rel_error(out, ref) -> float:
