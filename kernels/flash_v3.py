@@ -1,0 +1,344 @@
+"""FlashAttention-3-style forward for Hopper (sm_90) in Triton: TMA, warp specialisation, FP8.
+
+What this kernel really uses of FlashAttention-3's techniques:
+
+* **TMA**: Q, K, V (and O when the Q length is a multiple of block_m) move by
+  tensor descriptors (``cp.async.bulk.tensor`` into shared memory, completion on
+  mbarriers), ``num_stages`` deep for K and V.
+* **wgmma**: both GEMMs are asynchronous warpgroup MMAs (Triton emits them on
+  sm_90); P stays in registers as the A operand of the second GEMM.
+* **Producer/consumer warp specialisation** (``config.warp_specialize``): the
+  K/V loops are ``tl.range(..., warp_specialize=True)``, so Triton splits them
+  into a producer partition that only issues TMA loads and consumer warps that
+  run the GEMMs and the softmax, synchronised by mbarriers.
+* **Persistent grid** (``config.persistent``): one CTA per SM loops over
+  (Q block, head) tiles; causal tiles longest first.
+* **FP8** (e4m3 inputs, ``torch.float8_e4m3fn``) with **per-tensor** descale
+  factors (``real = stored × scale``) for Q, K and V; P is rounded to e4m3 for the
+  second GEMM; the output is fp16. Hopper's fp8 wgmma wants both operands
+  K-major, so V is passed transposed ([B, H, d, Nk], a separate copy, made by
+  the ``v3_transpose_v`` launch) and loaded as [d, block_n] tiles.
+
+What it does not do (Triton's language does not let one express it):
+* **ping-pong** scheduling of two consumer warpgroups with named barriers; with
+  ``num_warps=8`` the 128-row tile is split between two warpgroups (64 rows each)
+  that run unsynchronised, so one's softmax can overlap the other's GEMMs, but
+  no barrier enforces the alternation. ``config.pingpong`` is therefore
+  rejected, and the default configuration has it off.
+* explicit intra-warpgroup overlap of softmax(j) with GEMM0(j+1): left to
+  Triton's software pipeliner.
+* in-kernel V transpose for FP8 (FlashAttention-3 does it with LDSM/STSM).
+
+Causal masking is top-left aligned (row i sees columns j <= i). Tiles that run
+past the end of a head read the next head's rows, mask those columns to -inf
+and never store those rows.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import LN2, LOG2E
+from .flash_v2 import TensorDescriptor, _softmax_step, flat_descriptor
+
+_LN2 = tl.constexpr(LN2)
+
+
+@triton.jit
+def _v3_tile(
+    desc_q,
+    desc_k,
+    desc_v,
+    desc_o,
+    Out,
+    LSE,
+    start_m,
+    off_bh,
+    qk_scale,
+    out_scale,
+    n_q,
+    n_kv,
+    stride_om,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    MASK: tl.constexpr,
+    FP8: tl.constexpr,
+    EVEN_M: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+):
+    """One (Q block, head) tile: the whole K/V loop and the epilogue."""
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    q_row0 = off_bh * n_q + start_m * BLOCK_M
+    kv_row0 = off_bh * n_kv
+    vt_row0 = off_bh * HEAD_DIM
+    q = desc_q.load([q_row0, 0])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    hi = tl.minimum((start_m + 1) * BLOCK_M, n_kv) if CAUSAL else n_kv
+    # One loop: Triton 3.6's Hopper warp specialisation rejects a second loop (or a
+    # peeled diagonal block) after the specialised one, so with causal masking or a
+    # partial last K/V block every block takes the (cheap, FP32-pipe) mask.
+    for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        # -- producer side: K and V tiles by TMA --
+        k = desc_k.load([kv_row0 + start_n, 0])
+        if FP8:  # noqa: SIM108 - a [d, block_n] tile of Vᵀ: K-major, as fp8 wgmma wants
+            v = desc_v.load([vt_row0, start_n]).T
+        else:
+            v = desc_v.load([kv_row0 + start_n, 0])
+        # -- consumer side: S = Q Kᵀ, online softmax, O += P V --
+        qk = tl.dot(q, k.T)
+        acc, l_i, m_i = _softmax_step(
+            acc, l_i, m_i, qk, v, start_n, offs_m, offs_n, n_kv, qk_scale, MASK, CAUSAL
+        )
+    # -- epilogue: one rescale (and the V descale for fp8), O and log-sum-exp --
+    acc = acc * (out_scale / l_i)[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * _LN2
+    tl.store(LSE + off_bh.to(tl.int64) * n_q + offs_m, lse, mask=offs_m < n_q)
+    out = acc.to(Out.dtype.element_ty)
+    if EVEN_M and not WARP_SPECIALIZE:
+        desc_o.store([q_row0, 0], out)
+    else:
+        # pointer stores: a partial last block must not touch the next head, and the
+        # warp-specialised split of the tile into two consumer halves cannot use a
+        # [block_m, d] TMA store
+        offs_d = tl.arange(0, HEAD_DIM)
+        o_ptrs = (
+            Out
+            + (q_row0 + tl.arange(0, BLOCK_M)).to(tl.int64)[:, None] * stride_om
+            + offs_d[None, :]
+        )
+        tl.store(o_ptrs, out, mask=offs_m[:, None] < n_q)
+
+
+@triton.jit
+def _v3_fwd(
+    desc_q,
+    desc_k,
+    desc_v,
+    desc_o,  # TMA descriptors; desc_v is over Vᵀ for fp8
+    Out,
+    LSE,  # out [B*H*Nq, d] (masked stores of a partial last block); lse float32 [B*H, Nq]
+    qk_scale,
+    out_scale,  # sm_scale·q_scale·k_scale / ln 2; v_scale
+    n_bh,
+    n_q,
+    n_kv,
+    stride_om,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    MASK: tl.constexpr,
+    FP8: tl.constexpr,
+    EVEN_M: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+):
+    if PERSISTENT:
+        n_m = tl.cdiv(n_q, BLOCK_M)
+        n_tiles = n_m * n_bh
+        for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+            off_bh = tile // n_m
+            start_m = tile % n_m
+            if CAUSAL:
+                start_m = n_m - 1 - start_m  # longest K/V loops first
+            _v3_tile(
+                desc_q,
+                desc_k,
+                desc_v,
+                desc_o,
+                Out,
+                LSE,
+                start_m,
+                off_bh,
+                qk_scale,
+                out_scale,
+                n_q,
+                n_kv,
+                stride_om,
+                HEAD_DIM,
+                BLOCK_M,
+                BLOCK_N,
+                CAUSAL,
+                MASK,
+                FP8,
+                EVEN_M,
+                WARP_SPECIALIZE,
+            )
+    else:
+        _v3_tile(
+            desc_q,
+            desc_k,
+            desc_v,
+            desc_o,
+            Out,
+            LSE,
+            tl.program_id(0),
+            tl.program_id(1),
+            qk_scale,
+            out_scale,
+            n_q,
+            n_kv,
+            stride_om,
+            HEAD_DIM,
+            BLOCK_M,
+            BLOCK_N,
+            CAUSAL,
+            MASK,
+            FP8,
+            EVEN_M,
+            WARP_SPECIALIZE,
+        )
+
+
+def transpose_v(v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Vᵀ for fp8: [B, H, Nk, d] -> [B, H, d, Nk_pad] (Nk_pad: a multiple of 16, for TMA)."""
+    batch, heads, n_kv, d = v.shape
+    n_pad = triton.cdiv(n_kv, 16) * 16
+    if out is None:
+        out = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
+    if n_pad != n_kv:
+        out[..., n_kv:].view(torch.uint8).zero_()  # padding must be finite: 0 x NaN is NaN
+    out[..., :n_kv].copy_(v.transpose(2, 3))
+    return out
+
+
+def launch_warps(config) -> int:
+    """Triton's ``num_warps`` for a v3 config.
+
+    ``config.num_warps`` counts the consumer warps (8: two warpgroups, as
+    FlashAttention-3). With warp specialisation Triton 3.6's Hopper pass takes a
+    launch of 4 warps and builds one producer and two consumer warpgroups (12
+    warps in all) by splitting the 128-row tile between the consumers; without it
+    the launch has ``config.num_warps`` warps that do everything.
+    """
+    return config.num_warps // 2 if config.warp_specialize else config.num_warps
+
+
+def check_config(config) -> str | None:
+    """Why ``config`` cannot run as v3, or None."""
+    if config.pingpong:
+        return (
+            "v3 has no explicit ping-pong between consumer warpgroups (Triton cannot "
+            "express it); use pingpong=False"
+        )
+    if config.warp_specialize and (config.num_warps != 8 or config.block_m != 128):
+        return (
+            "v3 warp specialisation needs block_m=128 and num_warps=8 (two consumer "
+            f"warpgroups of 64 rows), got block_m={config.block_m} "
+            f"num_warps={config.num_warps}"
+        )
+    return None
+
+
+def sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter: a few programs exercise the persistent loop
+
+
+def launches(
+    q, k, v, causal, sm_scale, config, out, *, q_scale=1.0, k_scale=1.0, v_scale=1.0, lse=None
+):
+    """The launches of v3 [(name, run)]: for fp8 first the V transpose, then the kernel."""
+    if TensorDescriptor is None:  # pragma: no cover - triton too old
+        raise RuntimeError("v3 needs triton.tools.tensor_descriptor (triton >= 3.3)")
+    batch, heads, n_q, d = q.shape
+    n_kv = k.shape[2]
+    bm, bn = config.block_m, config.block_n
+    fp8 = q.dtype == torch.float8_e4m3fn
+    q, k = q.contiguous(), k.contiguous()
+    if lse is None:
+        lse = torch.empty((batch * heads, n_q), dtype=torch.float32, device=q.device)
+    desc_q, desc_k = flat_descriptor(q, bm), flat_descriptor(k, bn)
+    desc_o = flat_descriptor(out, bm)
+    runs = []
+    if fp8:
+        n_pad = triton.cdiv(n_kv, 16) * 16
+        vt = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
+        runs.append(("v3_transpose_v", lambda: transpose_v(v, vt)))
+        desc_v = TensorDescriptor.from_tensor(vt.view(-1, n_pad), [d, bn])
+    else:
+        v = v.contiguous()
+        desc_v = flat_descriptor(v, bn)
+    n_m = triton.cdiv(n_q, bm)
+    if config.persistent:
+        grid = (min(n_m * batch * heads, sm_count(q.device)),)
+    else:
+        grid = (n_m, batch * heads)
+    args = (
+        desc_q,
+        desc_k,
+        desc_v,
+        desc_o,
+        out,
+        lse,
+        sm_scale * q_scale * k_scale * LOG2E,
+        v_scale,
+        batch * heads,
+        n_q,
+        n_kv,
+        d,
+    )
+    meta = dict(
+        HEAD_DIM=d,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        CAUSAL=causal,
+        MASK=causal or n_kv % bn != 0,
+        FP8=fp8,
+        EVEN_M=n_q % bm == 0,
+        WARP_SPECIALIZE=config.warp_specialize,
+        PERSISTENT=config.persistent,
+        num_warps=launch_warps(config),
+        num_stages=config.num_stages,
+    )
+
+    def run():
+        _v3_fwd[grid](*args, **meta)
+
+    runs.append(("v3_fwd", run))
+    return runs
+
+
+def forward(
+    q,
+    k,
+    v,
+    causal,
+    sm_scale,
+    config,
+    out,
+    *,
+    q_scale=1.0,
+    k_scale=1.0,
+    v_scale=1.0,
+    return_lse=False,
+):
+    """Run v3; with ``return_lse`` also return the natural-log log-sum-exp [B, H, Nq]."""
+    batch, heads, n_q, _ = q.shape
+    lse = torch.empty((batch * heads, n_q), dtype=torch.float32, device=q.device)
+    for _, run in launches(
+        q,
+        k,
+        v,
+        causal,
+        sm_scale,
+        config,
+        out,
+        q_scale=q_scale,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        lse=lse,
+    ):
+        run()
+    if return_lse:
+        return out, lse.view(batch, heads, n_q)
+    return out

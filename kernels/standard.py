@@ -1,0 +1,256 @@
+"""Standard attention in three Triton kernels; the n x n matrices really go through HBM.
+
+1. ``qk``:      S = Q Kᵀ · scale, tiles of block_m x block_n with k = d in one step,
+                written to HBM in the input dtype. Grid (cdiv(Nq, block_m),
+                cdiv(Nk, block_n), B·H). Causal or not, every tile is computed,
+                as a plain ``softmax(Q @ K.T) @ V`` does.
+2. ``softmax``: one program per row of S: reads the row, applies the causal mask
+                (column j > row i is masked, top-left aligned), writes
+                P = softmax(row) in the input dtype. A row that fits one block
+                (Nk <= SOFTMAX_MAX_BLOCK) is read once; a longer one is read twice
+                (an online max/sum pass, then the normalising pass).
+3. ``pv``:      O = P V, tiles of block_m x d with a k-loop of block_n over Nk
+                (num_stages-deep software pipelining). Grid (cdiv(Nq, block_m), B·H).
+
+The S and P buffers are [B·H, Nq, Nk_pad] with Nk_pad a multiple of 8 so every
+row starts 16-byte aligned.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import strides
+
+SOFTMAX_MAX_BLOCK = 8192  # longest row the softmax keeps in registers in one pass
+NEG_INF = tl.constexpr(float("-inf"))
+
+
+@triton.jit
+def _qk_kernel(
+    Q,
+    K,
+    S,  # q, k [B, H, N, d]; s [B*H, Nq, Nk_pad]
+    sm_scale,
+    n_heads,
+    n_q,
+    n_kv,
+    stride_qb,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_sbh,
+    stride_sm,
+    stride_sn,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    start_m = tl.program_id(0)
+    start_n = tl.program_id(1)
+    off_bh = tl.program_id(2)
+    off_b = off_bh // n_heads
+    off_h = off_bh % n_heads
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    Q += off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
+    K += off_b.to(tl.int64) * stride_kb + off_h.to(tl.int64) * stride_kh
+    S += off_bh.to(tl.int64) * stride_sbh
+    # -- one tile of S, k = d in a single step --
+    q = tl.load(
+        Q + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
+        mask=offs_m[:, None] < n_q,
+        other=0.0,
+    )
+    k = tl.load(
+        K + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+        mask=offs_n[:, None] < n_kv,
+        other=0.0,
+    )
+    s = tl.dot(q, tl.trans(k)) * sm_scale
+    s_ptrs = S + offs_m[:, None].to(tl.int64) * stride_sm + offs_n[None, :] * stride_sn
+    tl.store(
+        s_ptrs, s.to(S.dtype.element_ty), mask=(offs_m[:, None] < n_q) & (offs_n[None, :] < n_kv)
+    )
+
+
+@triton.jit
+def _softmax_kernel(
+    S,
+    P,  # [B*H*Nq rows, Nk_pad]
+    n_q,
+    n_kv,
+    stride_row,
+    CAUSAL: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ONE_PASS: tl.constexpr,
+):
+    row = tl.program_id(0)
+    i = row % n_q  # query index of this row, for the causal mask
+    S += row.to(tl.int64) * stride_row
+    P += row.to(tl.int64) * stride_row
+    cols = tl.arange(0, BLOCK)
+    # columns this row may see: j < Nk, and j <= i when causal
+    n_valid = tl.minimum(n_kv, i + 1) if CAUSAL else n_kv
+    if ONE_PASS:
+        s = tl.load(S + cols, mask=cols < n_valid, other=NEG_INF).to(tl.float32)
+        m = tl.max(s, 0)
+        e = tl.exp(s - m)
+        p = e / tl.sum(e, 0)
+        tl.store(P + cols, p.to(P.dtype.element_ty), mask=cols < n_kv)
+    else:
+        # -- pass 1: running max and rescaled sum over the row --
+        m = tl.full([BLOCK], NEG_INF, tl.float32)
+        l_run = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n_valid, BLOCK):
+            x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
+            x = x.to(tl.float32)
+            m_new = tl.maximum(m, x)
+            # lanes still at -inf contribute nothing (avoid -inf - -inf = NaN)
+            l_run = l_run * tl.where(m_new == NEG_INF, 0.0, tl.exp(m - m_new))
+            l_run += tl.where(x == NEG_INF, 0.0, tl.exp(x - m_new))
+            m = m_new
+        m_row = tl.max(m, 0)
+        l_row = tl.sum(l_run * tl.where(m == NEG_INF, 0.0, tl.exp(m - m_row)), 0)
+        # -- pass 2: normalise and write P (masked columns get 0) --
+        for start in range(0, n_kv, BLOCK):
+            x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
+            p = tl.exp(x.to(tl.float32) - m_row) / l_row
+            tl.store(P + start + cols, p.to(P.dtype.element_ty), mask=start + cols < n_kv)
+
+
+@triton.jit
+def _pv_kernel(
+    P,
+    V,
+    Out,  # p [B*H, Nq, Nk_pad]; v, o [B, H, N, d]
+    n_heads,
+    n_q,
+    n_kv,
+    stride_pbh,
+    stride_pm,
+    stride_pn,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_om,
+    stride_od,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    start_m = tl.program_id(0)
+    off_bh = tl.program_id(1)
+    off_b = off_bh // n_heads
+    off_h = off_bh % n_heads
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    P += off_bh.to(tl.int64) * stride_pbh
+    V += off_b.to(tl.int64) * stride_vb + off_h.to(tl.int64) * stride_vh
+    Out += off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    # -- k-loop over the key dimension, block_n at a time --
+    for start_n in range(0, n_kv, BLOCK_N):
+        cols = start_n + offs_n
+        p = tl.load(
+            P + offs_m[:, None].to(tl.int64) * stride_pm + cols[None, :] * stride_pn,
+            mask=(offs_m[:, None] < n_q) & (cols[None, :] < n_kv),
+            other=0.0,
+        )
+        v = tl.load(
+            V + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+            mask=cols[:, None] < n_kv,
+            other=0.0,
+        )
+        acc = tl.dot(p, v, acc)
+    o_ptrs = Out + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
+    tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < n_q)
+
+
+def softmax_launch(n_kv: int) -> tuple[int, bool, int]:
+    """(block, one_pass, num_warps) of the row-softmax kernel for rows of ``n_kv`` scores."""
+    block = min(triton.next_power_of_2(n_kv), SOFTMAX_MAX_BLOCK)
+    num_warps = 4 if block <= 2048 else 8 if block <= 4096 else 16
+    return block, block >= n_kv, num_warps
+
+
+def launches(q, k, v, causal, sm_scale, config, out):
+    """The three launches [(name, run)]: qk, softmax, pv (inputs already checked)."""
+    batch, heads, n_q, d = q.shape
+    n_kv = k.shape[2]
+    bm, bn = config.block_m, config.block_n
+    n_pad = triton.cdiv(n_kv, 8) * 8
+    s = torch.empty((batch * heads, n_q, n_pad), dtype=q.dtype, device=q.device)
+    p = torch.empty_like(s)
+    block, one_pass, sm_warps = softmax_launch(n_kv)
+
+    def run_qk():
+        grid = (triton.cdiv(n_q, bm), triton.cdiv(n_kv, bn), batch * heads)
+        _qk_kernel[grid](
+            q,
+            k,
+            s,
+            sm_scale,
+            heads,
+            n_q,
+            n_kv,
+            *strides(q),
+            *strides(k),
+            *s.stride(),
+            HEAD_DIM=d,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )
+
+    def run_softmax():
+        _softmax_kernel[(batch * heads * n_q,)](
+            s,
+            p,
+            n_q,
+            n_kv,
+            n_pad,
+            CAUSAL=causal,
+            BLOCK=block,
+            ONE_PASS=one_pass,
+            num_warps=sm_warps,
+        )
+
+    def run_pv():
+        grid = (triton.cdiv(n_q, bm), batch * heads)
+        _pv_kernel[grid](
+            p,
+            v,
+            out,
+            heads,
+            n_q,
+            n_kv,
+            *p.stride(),
+            *strides(v),
+            *strides(out),
+            HEAD_DIM=d,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )
+
+    return [("standard_qk", run_qk), ("standard_softmax", run_softmax), ("standard_pv", run_pv)]
+
+
+def forward(q, k, v, causal, sm_scale, config, out):
+    for _, run in launches(q, k, v, causal, sm_scale, config, out):
+        run()
+    return out
