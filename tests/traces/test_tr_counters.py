@@ -268,6 +268,7 @@ CASES = [
     ("v2", {}, None),
     ("v2", {"causal": True, "seqlen_q": 333, "seqlen_kv": 200}, None),
     ("v3", {"causal": True}, None),
+    ("v3", {"seqlen_q": 333}, {"pingpong": True, "num_stages": 3}),
     ("v3", {"dtype": "fp8", "seqlen_q": 200, "seqlen_kv": 333}, {"persistent": True}),
     ("v3", {"causal": True}, {"warp_specialize": False, "pingpong": False, "num_warps": 4}),
 ]

@@ -275,9 +275,10 @@ def test_v3_fp8_inputs_fp16_output(h100):
 
 
 V3_CONFIGS = [
-    dict(num_stages=1),
-    dict(num_stages=2),
-    dict(num_stages=3),
+    dict(num_stages=1, pingpong=True),
+    dict(num_stages=2, pingpong=True),
+    dict(num_stages=3, pingpong=True),
+    dict(num_stages=2, pingpong=False),
     dict(num_stages=4, pingpong=False),
     dict(num_stages=2, pingpong=False, warp_specialize=False),
     dict(num_stages=3, pingpong=False, warp_specialize=False, num_warps=4),
