@@ -1,0 +1,188 @@
+"""`simulate(trace, gpu) -> Prediction`: the engine's one entry point.
+
+The trace is checked first (`traces.files.validate`: a malformed trace or one
+this GPU cannot run is a one-line error before any simulation). Then one SimPy
+environment runs the launches one after another, each preceded by the GPU's
+launch overhead; the L2 keeps its contents from one launch to the next (a
+tile written by one kernel can hit in the next), and starts cold. Time is SM
+cycles throughout; seconds only in the `Prediction`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from simpy import Environment
+from simpy.events import Timeout
+
+from ..errors import TilesimError
+from ..hwmodels.gpu import GPU
+from ..traces.files import validate
+from ..traces.ir import Trace
+from .memory import (
+    C_EXP,
+    C_FLOPS,
+    C_FP32,
+    C_FP32_PIPE,
+    C_HBM_READ,
+    C_HBM_WRITE,
+    C_L2_HIT,
+    C_L2_XFER,
+    C_LOAD,
+    C_SFU,
+    C_SMEM,
+    C_TENSOR,
+    N_COUNTERS,
+    Memory,
+)
+from .prediction import RESOURCES, LaunchPrediction, Prediction, bound_of
+from .program import compile_launch
+from .scheduler import LaunchRun
+from .sm import SM
+from .steps import StepTables
+from .timeline import DEFAULT_BIN_S, DEFAULT_MAX_SMS, Timeline
+
+
+def simulate(
+    trace: Trace,
+    gpu: GPU,
+    fidelity: str = "fast",
+    timeline: bool = False,
+    *,
+    timeline_sms: int = DEFAULT_MAX_SMS,
+    timeline_window_s: tuple[float, float] | None = None,
+    timeline_bin_s: float = DEFAULT_BIN_S,
+) -> Prediction:
+    """Predict how long ``trace`` runs on ``gpu`` (see the package docstring)."""
+    wall = time.perf_counter()
+    steps = StepTables(fidelity)  # checks the fidelity name
+    analytic = validate(trace, gpu)
+    env = Environment()
+    tl = Timeline(gpu.sm_clock_hz, timeline_sms, timeline_window_s, timeline_bin_s) if timeline \
+        else None
+    memory = Memory(env, gpu, tl.recorder if tl else None)
+    sms = [SM(i, tl.log_for(i) if tl else None) for i in range(gpu.sm_count)]
+    tensor_index = {t.name: i for i, t in enumerate(trace.tensors)}
+    runs: list[LaunchRun] = []
+    overhead = gpu.s_to_cycles(gpu.launch_overhead_s)
+
+    # Compile and plan every launch before any simulation: errors come first.
+    compiled = [
+        compile_launch(launch, trace.params, tensor_index, f"launches[{i}]")
+        for i, launch in enumerate(trace.launches)
+    ]
+
+    def driver():
+        for c in compiled:
+            if overhead > 0:
+                yield Timeout(env, overhead)
+            run = LaunchRun(env, gpu, memory, sms, c, steps, fidelity)
+            runs.append(run)
+            run.start()
+            yield run.done
+            if tl is not None:
+                tl.launches.append((c.launch.name, run.t0, run.t1, run.totals()[2]))
+
+    env.process(driver())
+    env.run()
+    if len(runs) < len(compiled) or not runs[-1].done.processed:
+        raise TilesimError(_deadlock(runs[-1] if runs else None))
+    if tl is not None:
+        tl.finish(env.now)
+    events = next(env._eid)
+    return _prediction(trace, gpu, fidelity, runs, overhead, analytic, events,
+                       time.perf_counter() - wall, tl)
+
+
+def _deadlock(run) -> str:
+    where = "the trace"
+    if run is not None:
+        where = f"launch {run.launch.name!r}"
+        for st in run.executor.active.values():
+            roles = run.compiled.roles
+            return (
+                f"deadlock in {where}: work item {st.cta.item} role {roles[st.role][0]!r} "
+                f"waits for {st.waiting!r}, which never happens"
+            )
+    return f"deadlock in {where}: nothing left to run but the launch did not finish"
+
+
+def _utilisation(ctr: list, cycles: float, gpu: GPU, memory_costs: tuple) -> dict:
+    read_cost, write_cost, l2_cost = memory_costs
+    if cycles <= 0:
+        return dict.fromkeys(RESOURCES, 0.0)
+    sms = gpu.sm_count
+    return {
+        "hbm": (ctr[C_HBM_READ] * read_cost + ctr[C_HBM_WRITE] * write_cost) / cycles,
+        "l2": ctr[C_L2_XFER] * l2_cost / cycles,
+        "tensor": ctr[C_TENSOR] / (sms * cycles),
+        "sfu": ctr[C_SFU] / (sms * cycles),
+        "fp32": ctr[C_FP32_PIPE] / (sms * cycles),
+        "smem": ctr[C_SMEM] / (sms * cycles),
+    }
+
+
+def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl) -> Prediction:
+    clock = gpu.sm_clock_hz
+    costs = (clock / gpu.hbm_read_Bps, clock / gpu.hbm_write_Bps, clock / gpu.l2_bandwidth_Bps)
+    total = [0.0] * N_COUNTERS
+    cycles = 0.0
+    launches = []
+    longest = None
+    for run in runs:
+        lc, ctr, _ = run.totals()
+        for k in range(N_COUNTERS):
+            total[k] += ctr[k]
+        cycles += overhead + lc
+        util = _utilisation(ctr, lc + overhead, gpu, costs)
+        share = overhead / (lc + overhead) if lc + overhead > 0 else 1.0
+        n = run.compiled.num_items
+        waves = -(-n // run.slots)
+        lp = LaunchPrediction(
+            name=run.launch.name,
+            time_s=(lc + overhead) / clock,
+            cycles=lc + overhead,
+            ctas=n,
+            ctas_per_sm=run.per_sm,
+            occupancy_limiter=run.occ.limiter,
+            waves=waves,
+            persistent_ctas=run.persistent,
+            hbm_read_bytes=ctr[C_HBM_READ],
+            hbm_write_bytes=ctr[C_HBM_WRITE],
+            matmul_flops=ctr[C_FLOPS],
+            utilisation=util,
+            bound=bound_of(util, share),
+            simulated_ctas=run.simulated_items,
+        )
+        launches.append(lp)
+        if longest is None or lp.cycles > longest.cycles:
+            longest = lp
+    util = _utilisation(total, cycles, gpu, costs)
+    share = overhead * len(runs) / cycles if cycles > 0 else 1.0
+    time_s = cycles / clock
+    loaded = total[C_LOAD]
+    return Prediction(
+        gpu=gpu.name,
+        algo=trace.algo,
+        workload=dict(trace.workload),
+        config=dict(trace.config),
+        fidelity=fidelity,
+        time_s=time_s,
+        cycles=cycles,
+        tflops=total[C_FLOPS] / time_s / 1e12 if time_s > 0 else 0.0,
+        matmul_flops=total[C_FLOPS],
+        exp_count=total[C_EXP],
+        fp32_ops=total[C_FP32],
+        hbm_read_bytes=total[C_HBM_READ],
+        hbm_write_bytes=total[C_HBM_WRITE],
+        compulsory_hbm_bytes=analytic.compulsory_hbm_bytes,
+        l2_hit_rate=total[C_L2_HIT] / loaded if loaded > 0 else 0.0,
+        utilisation=util,
+        bound=bound_of(util, share),
+        waves=longest.waves if longest else 0,
+        ctas_per_sm=longest.ctas_per_sm if longest else 0,
+        launches=tuple(launches),
+        sim_events=events,
+        sim_wall_s=wall,
+        timeline=tl,
+    )

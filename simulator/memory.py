@@ -1,0 +1,310 @@
+"""The memory system: HBM and L2 bandwidth servers, and the L2 as an LRU of tiles.
+
+Bandwidth is a shared pipe, like water through one main: every transfer in
+flight gets an equal share (processor sharing). Work is measured in cycles of
+the server's full rate, so a read byte of HBM costs ``clock / (peak x
+read_eff)`` cycles and a write byte ``clock / (peak x write_eff)``. With n
+transfers active each advances at 1/n of that rate; the server keeps a
+*virtual time* V with dV/dt = 1/n, so a transfer that arrives at V0 with work w
+leaves when V reaches V0 + w, and only a heap of those finishing V values is
+needed: O(log n) per arrival or departure, one pending wake-up at a time (stale
+wake-ups are told apart by a generation number).
+
+A latency (``hbm_latency_cycles``, ``l2_hit_latency_cycles``) is added after the
+transfer, before the data is usable; it overlaps with everything else.
+
+The L2 is an LRU over ``(tensor, tile)`` keys with a byte capacity, cold at the
+start. A miss reads HBM and inserts the tile when the read completes. A miss on
+a tile whose fill is already in flight (many Q-block CTAs of one head asking
+for the same K tile at once) joins that fill, as an MSHR would, and costs no
+second HBM read; it is counted as an L2 hit that waits for the fill. Stores
+write to HBM and insert their tile (write-allocate), so a tile written by one
+launch can hit in the next while it fits.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from heapq import heappop, heappush
+
+from simpy.core import NORMAL
+from simpy.events import Event
+
+# Counter slots of a work item (see engine.py), kept as plain list indices: the
+# event loop adds to them on every op.
+C_FLOPS, C_EXP, C_FP32 = 0, 1, 2
+C_HBM_READ, C_HBM_WRITE = 3, 4  # bytes
+C_LOAD, C_L2_HIT = 5, 6  # bytes asked for by loads; bytes served by L2 (hits + joined fills)
+C_L2_XFER = 7  # bytes moved through the L2 hit server
+C_TENSOR, C_SFU, C_FP32_PIPE, C_SMEM = 8, 9, 10, 11  # busy cycles of the SM pipes
+N_COUNTERS = 12
+
+
+class PSServer:
+    """A processor-sharing server whose work unit is one cycle at full rate."""
+
+    __slots__ = (
+        "env", "name", "V", "n", "last", "heap", "seq", "gen", "wake_t", "recorder", "classes",
+        "costs",
+    )
+
+    def __init__(self, env, name: str, costs: tuple = (1.0,), recorder=None) -> None:
+        self.env = env
+        self.name = name
+        self.V = 0.0  # virtual time
+        self.n = 0  # active transfers
+        self.last = 0.0  # real time of the last update
+        self.heap: list = []  # (finish V, seq, class, callback, arg)
+        self.seq = 0
+        self.gen = 0
+        self.wake_t = -1.0  # time of the pending wake-up; -1: none
+        self.recorder = recorder  # timeline throughput counters, or None
+        self.classes = [0] * len(costs)  # active transfers per class (read / write)
+        self.costs = costs  # cycles per byte of each class
+
+    def add(self, work: float, cls: int, callback, arg) -> None:
+        """Start a transfer of ``work`` cycles; ``callback(arg, now)`` when it ends."""
+        now = self.env._now
+        if self.n:
+            self.V += (now - self.last) / self.n
+        self.last = now
+        if self.recorder is not None:
+            self._record(now)
+        heappush(self.heap, (self.V + work, self.seq, cls, callback, arg))
+        self.seq += 1
+        self.n += 1
+        self.classes[cls] += 1
+        self._schedule(now)
+
+    def _schedule(self, now: float) -> None:
+        finish = now + (self.heap[0][0] - self.V) * self.n
+        if 0.0 <= self.wake_t <= finish:
+            return  # an earlier wake-up is pending; it reschedules when it fires
+        self.gen += 1
+        ev = Event(self.env)
+        ev._ok = True
+        ev._value = self.gen
+        ev.callbacks.append(self._wake)
+        self.env.schedule(ev, NORMAL, max(finish - now, 0.0))
+        self.wake_t = finish
+
+    def _wake(self, event) -> None:
+        if event._value != self.gen:
+            return  # superseded by an earlier wake-up
+        self.wake_t = -1.0
+        now = self.env._now
+        if self.n:
+            self.V += (now - self.last) / self.n
+        self.last = now
+        if self.recorder is not None:
+            self._record(now)
+        heap = self.heap
+        limit = self.V + 1e-9 * (1.0 + abs(self.V))  # float slack on the finishing V
+        done = []
+        while heap and heap[0][0] <= limit:
+            item = heappop(heap)
+            self.n -= 1
+            self.classes[item[2]] -= 1
+            done.append(item)
+        if heap:
+            self._schedule(now)
+        for item in done:  # after the state is consistent: callbacks may add transfers
+            item[3](item[4], now)
+
+    def _record(self, now: float) -> None:
+        # byte rate of each class: n_c / n of the server, divided by its cost per byte
+        n = self.n
+        rates = tuple(
+            (c / n) / cost if n else 0.0 for c, cost in zip(self.classes, self.costs, strict=True)
+        )
+        self.recorder.rate(self.name, now, rates)
+
+
+class L2Cache:
+    """LRU over tile keys with a byte capacity."""
+
+    __slots__ = ("capacity", "entries", "used", "inflight", "inserted")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.entries: OrderedDict = OrderedDict()  # key -> bytes, least recent first
+        self.used = 0
+        self.inflight: dict = {}  # key -> list of waiting load jobs
+        self.inserted = 0.0  # bytes ever brought in: a clock for reuse distances
+
+    def insert(self, key, nbytes: int) -> None:
+        entries = self.entries
+        old = entries.get(key)
+        if old is not None:
+            entries.move_to_end(key)
+            if old != nbytes:
+                entries[key] = nbytes
+                self.used += nbytes - old
+            return
+        entries[key] = nbytes
+        self.used += nbytes
+        self.inserted += nbytes
+        while self.used > self.capacity and len(entries) > 1:
+            _, size = entries.popitem(last=False)
+            self.used -= size
+
+
+class LoadJob:
+    """One Load (or one coalesced step of Loads): parts in flight until all arrive."""
+
+    __slots__ = ("pending", "ready", "event", "smem_bytes", "sm", "keys", "ctr")
+
+    def __init__(self, event, sm, ctr) -> None:
+        self.pending = 1  # released by `Memory.load` once every part is issued
+        self.ready = 0.0
+        self.event = event
+        self.smem_bytes = 0.0
+        self.sm = sm
+        self.keys = None  # miss keys (key, bytes) to insert when the HBM read ends
+        self.ctr = ctr
+
+
+class Memory:
+    """HBM + L2 of one GPU; ``load`` / ``store`` are called by the CTA processes."""
+
+    def __init__(self, env, gpu, recorder=None) -> None:
+        self.env = env
+        clock = gpu.sm_clock_hz
+        self.read_cost = clock / gpu.hbm_read_Bps  # cycles per byte at full rate
+        self.write_cost = clock / gpu.hbm_write_Bps
+        self.l2_cost = clock / gpu.l2_bandwidth_Bps
+        self.hbm_latency = float(gpu.hbm_latency_cycles)
+        self.l2_latency = float(gpu.l2_hit_latency_cycles)
+        self.smem_cost = 1.0 / gpu.smem_bandwidth_B_per_clk_per_sm
+        self.hbm = PSServer(env, "hbm", (self.read_cost, self.write_cost), recorder)
+        self.l2srv = PSServer(env, "l2", (self.l2_cost,), recorder)
+        self.l2 = L2Cache(gpu.l2_bytes)
+
+    # -- loads ---------------------------------------------------------------------
+
+    def load(self, sm, items, extra_hit, extra_rule, rule_hits: bool, event, ctr) -> None:
+        """Bring ``items`` ((key, bytes), ...) into ``sm``'s shared memory; trigger ``event``.
+
+        Coalesced steps access tiles more than once. ``extra_hit`` more accesses
+        per item are back-to-back repeats inside one step: L2 hits. ``extra_rule``
+        more (a coalesced outer loop replaying its inner tiles) hit when
+        ``rule_hits`` (their reuse distance fits in L2) and read HBM again if not.
+        """
+        l2 = self.l2
+        entries = l2.entries
+        inflight = l2.inflight
+        total = 0
+        hit = 0
+        miss = 0
+        misses = None
+        job = LoadJob(event, sm, ctr)
+        for key, nb in items:
+            total += nb
+            if key in entries:
+                entries.move_to_end(key)
+                hit += nb
+                continue
+            waiters = inflight.get(key)
+            if waiters is not None:
+                waiters.append(job)  # join the fill in flight (MSHR)
+                job.pending += 1
+                ctr[C_L2_HIT] += nb
+                continue
+            if misses is None:
+                misses = []
+            misses.append((key, nb))
+            inflight[key] = []
+            miss += nb
+        if extra_hit:
+            more = total * extra_hit
+            total += more
+            hit += more
+        if extra_rule > 0.0:
+            more = total * extra_rule
+            total += more
+            if rule_hits:
+                hit += more
+            else:
+                miss += more
+                l2.inserted += more
+        job.smem_bytes = total
+        ctr[C_LOAD] += total
+        if miss:
+            ctr[C_HBM_READ] += miss
+            job.keys = misses
+            job.pending += 1
+            self.hbm.add(miss * self.read_cost, 0, self._hbm_read_done, job)
+        elif misses:  # zero-byte misses
+            job.keys = misses
+            self._insert_fills(job, self.env._now)
+        if hit:
+            ctr[C_L2_HIT] += hit
+            ctr[C_L2_XFER] += hit
+            job.pending += 1
+            self.l2srv.add(hit * self.l2_cost, 0, self._l2_done, job)
+        self._part_done(job, self.env._now, 0.0)
+
+    def _hbm_read_done(self, job: LoadJob, now: float) -> None:
+        self._insert_fills(job, now)
+        self._part_done(job, now, self.hbm_latency)
+
+    def _insert_fills(self, job: LoadJob, now: float) -> None:
+        l2 = self.l2
+        for key, nb in job.keys:
+            l2.insert(key, nb)
+            for waiter in l2.inflight.pop(key, ()):
+                self._part_done(waiter, now, self.hbm_latency)
+
+    def _l2_done(self, job: LoadJob, now: float) -> None:
+        self._part_done(job, now, self.l2_latency)
+
+    def _part_done(self, job: LoadJob, now: float, latency: float) -> None:
+        ready = now + latency
+        if ready > job.ready:
+            job.ready = ready
+        job.pending -= 1
+        if job.pending:
+            return
+        # Every part is here: write the tile into shared memory (the SM's smem pipe).
+        sm = job.sm
+        start = job.ready if job.ready > sm.smem_free else sm.smem_free
+        busy = job.smem_bytes * self.smem_cost
+        end = start + busy
+        sm.smem_free = end
+        job.ctr[C_SMEM] += busy
+        if sm.log is not None and busy:
+            sm.log.append((3, start, end, ""))
+        ev = job.event
+        ev._ok = True
+        ev._value = None
+        self.env.schedule(ev, NORMAL, end - now)
+
+    # -- stores --------------------------------------------------------------------
+
+    def store(self, items, extra_rep, extra_rule, rule_hits: bool, callback, arg, ctr) -> None:
+        """Write ``items`` to HBM (and allocate them in L2); ``callback(arg, now)`` after.
+
+        ``extra_rep`` / ``extra_rule``: more writes of the same tiles, as in `load`.
+        """
+        total = 0
+        for _, nb in items:
+            total += nb
+        if extra_rep:
+            total += total * extra_rep
+        if extra_rule > 0.0:
+            more = total * extra_rule
+            total += more
+            if not rule_hits:
+                self.l2.inserted += more
+        ctr[C_HBM_WRITE] += total
+        if total <= 0:
+            self._store_done((items, callback, arg), self.env._now)
+            return
+        self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg))
+
+    def _store_done(self, state, now: float) -> None:
+        items, callback, arg = state
+        l2 = self.l2
+        for key, nb in items:
+            l2.insert(key, nb)
+        callback(arg, now)

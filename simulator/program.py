@@ -1,0 +1,342 @@
+"""A launch's CTA program compiled once, so that the event loop never parses.
+
+The IR is a template: trip counts, tile coordinates and sizes are expressions
+over the trace's params, the CTA's grid coordinates and the enclosing loop
+variables. Evaluating them through ``eval`` with a dict for every op of every
+iteration of every CTA would dominate the simulation, so each expression is
+compiled here into a plain Python function ``f(G, L)`` of two sequences: ``G``
+the grid coordinates (in grid order) and ``L`` the loop variables (by loop
+depth). Params are folded in as constants; an expression that names neither a
+grid coordinate nor a loop variable becomes an ``int``. The syntax was already
+checked by :func:`tilesim.traces.expr.parse` (only names, integers, ``+ - * //
+%``, ``min``, ``max``, ``cdiv``), so the compiled code can never do more than
+integer arithmetic.
+
+Deps are resolved here too, following the rules in ``traces/ir.py``: a name
+goes to the waiting op's own role if it defines it, else to the other role that
+does; the registry key of an event is ``(role, name, step indices of its
+enclosing loops)``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from ..errors import TilesimError
+from ..traces import expr as _expr
+from ..traces.check import parse_dep
+from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Store, Vector, Wait
+
+OP_LOAD, OP_STORE, OP_MMA, OP_VECTOR, OP_WAIT, OP_ARRIVE, OP_LOOP = range(7)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_GLOBALS = {"__builtins__": {}, "min": min, "max": max, "cdiv": _cdiv}
+
+
+class _Rename(ast.NodeTransformer):
+    """Names -> ``L[depth]`` / ``G[index]`` / constants; records what was used."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.depths: set[int] = set()
+        self.grid: set[int] = set()
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.args = [self.visit(a) for a in node.args]
+        return node  # the function name (min / max / cdiv) stays a global
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        name = node.id
+        depth = self.scope.loop_depth(name)
+        if depth is not None:
+            self.depths.add(depth)
+            return _subscript("L", depth)
+        if name in self.scope.grid_index:
+            index = self.scope.grid_index[name]
+            self.grid.add(index)
+            return _subscript("G", index)
+        if name in self.scope.params:
+            return ast.Constant(self.scope.params[name])
+        raise TilesimError(f"{self.scope.where}: unknown name {name!r} in an expression")
+
+
+def _subscript(seq: str, index: int) -> ast.AST:
+    return ast.Subscript(ast.Name(seq, ast.Load()), ast.Constant(index), ast.Load())
+
+
+@dataclass
+class Scope:
+    params: dict
+    grid_index: dict  # grid dim name -> position in G
+    loop_vars: list = field(default_factory=list)  # enclosing loops, outermost first
+    where: str = ""
+
+    def loop_depth(self, name: str) -> int | None:
+        for depth in range(len(self.loop_vars) - 1, -1, -1):  # innermost loop wins
+            if self.loop_vars[depth] == name:
+                return depth
+        return None
+
+
+class CExpr:
+    """A compiled expression: ``const`` when it names no grid dim or loop var."""
+
+    __slots__ = ("const", "fn", "depths", "grid", "gsel", "cache")
+
+    def __init__(self, const, fn, depths: frozenset, grid: frozenset) -> None:
+        self.const = const
+        self.fn = fn  # f(G, L) -> value, or None
+        self.depths = depths  # loop depths it reads
+        self.grid = grid  # grid positions it reads
+        self.gsel = tuple(sorted(grid))
+        self.cache: dict = {}  # step sums (see sm._sum); per launch
+
+    def value(self, G, L):
+        return self.const if self.fn is None else self.fn(G, L)
+
+
+def compile_exprs(exprs: tuple, scope: Scope, prefix: tuple = ()) -> CExpr:
+    """Compile one expression (``len(exprs) == 1``, no prefix) or a tuple of them.
+
+    A tuple compiles into one function returning ``prefix + values`` (a tile key
+    with its tensor number in front), so a key costs one call.
+    """
+    bodies = []
+    renamer = _Rename(scope)
+    for e in exprs:
+        if isinstance(e, bool) or not isinstance(e, int | str):
+            raise TilesimError(f"{scope.where}: expression {e!r} must be an int or a string")
+        _expr.parse(e)  # validates the syntax (raises a one-line error)
+        tree = ast.parse(str(e).strip(), mode="eval").body
+        bodies.append(renamer.visit(tree))
+    single = not prefix and len(bodies) == 1
+    body = bodies[0] if single else ast.Tuple(
+        [ast.Constant(p) for p in prefix] + bodies, ast.Load()
+    )
+    if not renamer.depths and not renamer.grid:
+        code = compile(ast.fix_missing_locations(ast.Expression(body)), "<tilesim>", "eval")
+        value = eval(code, dict(_GLOBALS))  # noqa: S307 - integer arithmetic only (checked)
+        return CExpr(value, None, frozenset(), frozenset())
+    args = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg("G"), ast.arg("L")],
+        kwonlyargs=[],
+        kw_defaults=[],
+        defaults=[],
+    )
+    lam = ast.Expression(ast.Lambda(args, body))
+    code = compile(ast.fix_missing_locations(lam), "<tilesim>", "eval")
+    fn = eval(code, dict(_GLOBALS))  # noqa: S307 - integer arithmetic only (checked)
+    return CExpr(None, fn, frozenset(renamer.depths), frozenset(renamer.grid))
+
+
+# -- compiled ops ---------------------------------------------------------------------
+
+
+@dataclass
+class Dep:
+    """A resolved dep: the event ``(role, name, path)`` it waits for."""
+
+    role: int
+    name: str
+    offset: int  # k of "name@-k"
+    shared: int  # loop depths shared with the event's definition: min(def, waiter)
+    deeper: bool  # the event is defined inside loops the waiter is not in
+
+
+@dataclass
+class Node:
+    kind: int
+    depth: int  # number of enclosing loops
+    deps: tuple = ()
+    id: str | None = None
+    async_: bool = False
+    # Load / Store
+    tensor: str = ""
+    key: CExpr | None = None
+    nbytes: CExpr | None = None
+    # Mma: FLOPs (2*m*n*k, one expression) and the pipe rate key
+    flops: CExpr | None = None
+    dtype: str = ""
+    # Vector
+    exp: CExpr | None = None
+    fp32: CExpr | None = None
+    # Loop
+    trips: CExpr | None = None
+    body: tuple = ()
+    prefetch: int = 0
+    gsel: tuple = ()  # Load/Store: grid positions its key and size read (cache key)
+    cache: dict = field(default_factory=dict)  # Load: tile lists of macro-steps
+    loads: tuple = ()  # the Load nodes directly in the body (issued by the prefetcher)
+    nested: bool = False  # the body holds another loop
+    aliases: tuple = ()  # (role, name) defined inside, waited on from outside: alias at exit
+
+
+@dataclass
+class CompiledLaunch:
+    launch: Launch
+    grid_names: tuple
+    grid_sizes: tuple
+    roles: tuple  # tuple of (role name, tuple of Nodes)
+    size_grid_dims: frozenset  # grid positions that any trip count or size reads
+    load_tile_grid_dims: tuple  # per Load: grid positions its tile key reads
+
+    @property
+    def num_items(self) -> int:
+        n = 1
+        for s in self.grid_sizes:
+            n *= s
+        return n
+
+    def coords(self, item: int) -> tuple:
+        out = []
+        for size in self.grid_sizes:
+            out.append(item % size)
+            item //= size
+        return tuple(out)
+
+
+def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str) -> CompiledLaunch:
+    grid_names = tuple(name for name, _ in launch.grid)
+    grid_sizes = tuple(size for _, size in launch.grid)
+    roles = launch.program.roles
+    defs = [_definitions(role.ops, 0, {}) for role in roles]  # role -> {name: depth}
+    size_dims: set[int] = set()
+    tile_dims: list[frozenset] = []
+    compiled_roles = []
+    waited_outside: set[tuple[int, str]] = set()
+    for r, role in enumerate(roles):
+        scope = Scope(params, {n: i for i, n in enumerate(grid_names)}, [], f"{where}.{role.name}")
+        ctx = _Ctx(r, defs, scope, tensor_index, size_dims, tile_dims, waited_outside)
+        compiled_roles.append((role.name, ctx.block(role.ops, 0)))
+    # Loops alias the events of their last iteration for waiters outside them.
+    for _, nodes in compiled_roles:
+        _set_aliases(nodes, waited_outside, _role_of(compiled_roles, nodes))
+    return CompiledLaunch(
+        launch=launch,
+        grid_names=grid_names,
+        grid_sizes=grid_sizes,
+        roles=tuple(compiled_roles),
+        size_grid_dims=frozenset(size_dims),
+        load_tile_grid_dims=tuple(tile_dims),
+    )
+
+
+def _role_of(compiled_roles, nodes) -> int:
+    for i, (_, n) in enumerate(compiled_roles):
+        if n is nodes:
+            return i
+    raise AssertionError("unreachable")
+
+
+def _definitions(ops, depth: int, out: dict) -> dict:
+    for op in ops:
+        if isinstance(op, Loop):
+            _definitions(op.body, depth + 1, out)
+            continue
+        name = op.name if isinstance(op, Arrive) else getattr(op, "id", None)
+        if name is not None:
+            out[name] = depth
+    return out
+
+
+def _set_aliases(nodes, waited_outside: set, role: int) -> set:
+    """Return the names defined in ``nodes`` (recursively); set each loop's aliases."""
+    defined: set[str] = set()
+    for node in nodes:
+        if node.kind == OP_LOOP:
+            inner = _set_aliases(node.body, waited_outside, role)
+            node.aliases = tuple(
+                sorted(n for n in inner if (role, n) in waited_outside)  # sorted: deterministic
+            )
+            defined |= inner
+        elif node.id is not None:
+            defined.add(node.id)
+    return defined
+
+
+class _Ctx:
+    def __init__(self, role, defs, scope, tensor_index, size_dims, tile_dims, waited_outside):
+        self.role = role
+        self.defs = defs
+        self.scope = scope
+        self.tensor_index = tensor_index
+        self.size_dims = size_dims
+        self.tile_dims = tile_dims
+        self.waited_outside = waited_outside
+
+    def size(self, *exprs) -> CExpr:
+        c = compile_exprs(exprs, self.scope)
+        self.size_dims |= c.grid
+        return c
+
+    def deps(self, deps: tuple, depth: int) -> tuple:
+        out = []
+        for text in deps:
+            name, offset = parse_dep(text)
+            own = self.defs[self.role]
+            if name in own:
+                role = self.role
+            else:
+                owners = [r for r, d in enumerate(self.defs) if name in d]
+                if not owners:
+                    raise TilesimError(f"{self.scope.where}: dep {text!r} names nothing defined")
+                role = owners[0]
+            def_depth = self.defs[role][name]
+            shared = min(def_depth, depth)
+            if def_depth > depth:
+                self.waited_outside.add((role, name))
+            out.append(Dep(role, name, offset if shared else 0, shared, def_depth > depth))
+        return tuple(out)
+
+    def block(self, ops, depth: int) -> tuple:
+        nodes = []
+        for i, op in enumerate(ops):
+            where = self.scope.where
+            self.scope.where = f"{where}.ops[{i}]"
+            nodes.append(self.node(op, depth))
+            self.scope.where = where
+        return tuple(nodes)
+
+    def node(self, op, depth: int) -> Node:
+        if isinstance(op, Load):
+            key = compile_exprs(tuple(op.tile), self.scope, prefix=(self.tensor_index[op.tensor],))
+            self.tile_dims.append(key.grid)
+            nbytes = self.size(op.nbytes)
+            return Node(OP_LOAD, depth, id=op.id, tensor=op.tensor, key=key, nbytes=nbytes,
+                        gsel=tuple(sorted(key.grid | nbytes.grid)))
+        if isinstance(op, Store):
+            key = compile_exprs(tuple(op.tile), self.scope, prefix=(self.tensor_index[op.tensor],))
+            return Node(OP_STORE, depth, deps=self.deps(op.deps, depth), tensor=op.tensor,
+                        key=key, nbytes=self.size(op.nbytes))
+        if isinstance(op, Mma):
+            flops = self.size(f"2*({op.m})*({op.n})*({op.k})")
+            if flops.const is None:
+                # clamp negative sizes to empty work, as a loop with trips <= 0 runs nothing
+                fn = flops.fn
+                flops = CExpr(None, lambda G, L, _f=fn: max(_f(G, L), 0), flops.depths,
+                              flops.grid)
+            return Node(OP_MMA, depth, deps=self.deps(op.deps, depth), id=op.id,
+                        async_=op.async_, flops=flops, dtype=op.dtype)
+        if isinstance(op, Vector):
+            return Node(OP_VECTOR, depth, deps=self.deps(op.deps, depth), id=op.id,
+                        async_=op.async_, exp=self.size(op.exp), fp32=self.size(op.fp32))
+        if isinstance(op, Wait):
+            return Node(OP_WAIT, depth, deps=self.deps(op.deps, depth))
+        if isinstance(op, Arrive):
+            return Node(OP_ARRIVE, depth, id=op.name)
+        if isinstance(op, Loop):
+            trips = self.size(op.trips)
+            self.scope.loop_vars.append(op.var)
+            body = self.block(op.body, depth + 1)
+            self.scope.loop_vars.pop()
+            loads = tuple(n for n in body if n.kind == OP_LOAD) if op.prefetch > 0 else ()
+            nested = any(n.kind == OP_LOOP for n in body)
+            return Node(OP_LOOP, depth, id=op.var, trips=trips, body=body,
+                        prefetch=max(int(op.prefetch), 0), loads=loads, nested=nested)
+        raise TilesimError(f"{self.scope.where}: unknown op {type(op).__name__}")

@@ -1,0 +1,261 @@
+"""The CTA scheduler: occupancy, grid order, persistent CTAs, and wave sampling.
+
+CTAs start in grid order (first grid dim fastest) on free slots: the SM with
+the fewest resident CTAs, lowest index first. At the start that is the
+hardware's breadth-first spread (one CTA on every SM, then a second on every
+SM, ...); later a finishing CTA's slot takes the next one. Waves and tails fall
+out. A persistent launch starts ``persistent_ctas`` CTAs; CTA c runs the work
+items c, c+P, c+2P, ... one after another.
+
+Wave sampling (``fast`` fidelity). A grid of 10^5 CTAs is mostly identical
+waves. The grid is periodic: the *period* g is the run of consecutive CTAs over
+which the work (trip counts, sizes: causal Q blocks) and the L2 sharing (the
+Q-block CTAs of one head reading the same K/V tiles) repeat. The engine
+simulates a head of the grid, items [0, A), long enough to reach steady state
+(``WARM_WAVES`` waves) and to measure it (a window of Δ >= one wave, a multiple
+of g), skips [A, B) and simulates the tail [B, n) (at least ``TAIL_WAVES``
+waves, so the last, ragged waves are simulated). B is a multiple of g, so the
+tail starts a fresh period exactly as it does in the full run (no tile of its
+group was loaded by a skipped CTA), and B - A is a multiple of the number of
+slots P, so the tail meets the same wave phase as in the full run. The skipped
+items cost ``B - A`` times the steady rate (seconds per item, measured from item
+start times over the window) and, for every counter, the window's average per
+position in the period. The cost of a launch is thus O(periods of a few waves)
+whatever its size. Where a period is much longer than a wave (standard
+attention's S = QK^T over a whole head, 16k CTAs), its slowest dim is dropped
+if it only shares tiles, not work: the cut then re-reads one group's shared
+tiles once, a negligible error on such a launch.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from simpy.events import Event
+
+from ..errors import TilesimError
+from ..traces.occupancy import occupancy
+from .memory import N_COUNTERS
+from .sm import SM, Cta, Executor
+
+WARM_WAVES = 2  # waves simulated before the measuring window
+TAIL_WAVES = 2  # waves simulated at the end
+PERIOD_MAX_WAVES = 4  # a period longer than this many waves may drop a sharing-only dim
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Items [0, head) and [tail, n) are simulated; [head, tail) are extrapolated."""
+
+    n: int
+    head: int
+    tail: int
+    period: int
+    window: int  # Δ: the measuring window is [head - window, head)
+    slots: int  # P: items in flight per wave (or persistent CTAs)
+
+    @property
+    def skipped(self) -> int:
+        return self.tail - self.head
+
+
+def period(compiled, slots: int) -> int:
+    """Items over which the launch's work and L2 sharing repeat (see module doc)."""
+    sizes = compiled.grid_sizes
+    ndim = len(sizes)
+    work = set(compiled.size_grid_dims)
+    share: set[int] = set()
+    for tile_dims in compiled.load_tile_grid_dims:
+        share |= set(range(ndim)) - set(tile_dims)
+    relevant = work | share
+    if not relevant:
+        return 1
+    top = max(relevant)
+    g = _prod(sizes[: top + 1])
+    while g > PERIOD_MAX_WAVES * slots and top >= 0 and top not in work:
+        top -= 1
+        g = _prod(sizes[: top + 1])
+    return g
+
+
+def make_plan(compiled, slots: int, fidelity: str) -> Plan | None:
+    """The wave-sampling plan of a launch, or None to simulate every item."""
+    if fidelity != "fast":
+        return None
+    n = compiled.num_items
+    g = period(compiled, slots)
+    window = g * -(-slots // g)  # a multiple of g, at least one wave
+    head_min = WARM_WAVES * slots + window + slots
+    tail = (n - TAIL_WAVES * slots) // g * g
+    if tail <= head_min:
+        return None
+    head = head_min + (tail - head_min) % slots  # tail - head: whole waves
+    if tail - head < slots:
+        return None
+    return Plan(n, head, tail, g, window, slots)
+
+
+class LaunchRun:
+    """One launch in flight: places CTAs on SMs and gathers per-item results."""
+
+    def __init__(self, env, gpu, memory, sms: list[SM], compiled, steps, fidelity: str) -> None:
+        self.env = env
+        self.gpu = gpu
+        self.compiled = compiled
+        self.launch = compiled.launch
+        self.executor = Executor(env, gpu, memory, compiled, steps)
+        self.sms = sms
+        self.occ = occupancy(self.launch, gpu)
+        per_sm = self.occ.ctas_per_sm
+        if per_sm < 1:
+            raise TilesimError(f"launch {self.launch.name!r}: no CTA fits on an SM")
+        self.per_sm = per_sm
+        n = compiled.num_items
+        persistent = self.launch.persistent_ctas
+        self.persistent = min(persistent, n) if persistent > 0 else 0
+        slots = self.persistent or gpu.sm_count * per_sm
+        self.slots = slots
+        self.plan = make_plan(compiled, slots, fidelity)
+        self.starts: dict[int, float] = {}  # item -> time it started
+        self.ctrs: dict[int, list] = {}  # item -> counters
+        self.resident = [0] * len(sms)
+        self.free = [(0, i) for i in range(len(sms))]  # (resident, sm): least loaded first
+        self.pending: list = []  # CTAs (item lists) waiting for a slot, in grid order
+        self.next_pending = 0
+        self.running = 0
+        self.done = Event(env)
+        self.t0 = 0.0
+        self.t1 = 0.0
+
+    # -- which items run -----------------------------------------------------------
+
+    def kept_items(self):
+        plan = self.plan
+        n = self.compiled.num_items
+        if plan is None:
+            return range(n), range(0)
+        return range(plan.head), range(plan.tail, n)
+
+    def start(self) -> None:
+        self.t0 = self.env._now
+        first, second = self.kept_items()
+        if self.persistent:
+            p = self.persistent
+            ctas = [[] for _ in range(p)]
+            for rng in (first, second):
+                for item in rng:
+                    ctas[item % p].append(item)
+            self.pending = [c for c in ctas if c]
+        else:
+            self.pending = [(i,) for rng in (first, second) for i in rng]
+        if not self.pending:
+            self.t1 = self.env._now
+            self.done.succeed()
+            return
+        self._fill()
+
+    def _fill(self) -> None:
+        free = self.free
+        resident = self.resident
+        cap = self.per_sm
+        while self.next_pending < len(self.pending) and free:
+            count, sm = free[0]
+            if count != resident[sm] or count >= cap:
+                heapq.heappop(free)  # stale entry
+                continue
+            heapq.heapreplace(free, (count + 1, sm))
+            resident[sm] = count + 1
+            items = self.pending[self.next_pending]
+            self.next_pending += 1
+            self.running += 1
+            self.env.process(self._cta(self.sms[sm], items))
+
+    def _cta(self, sm: SM, items):
+        env = self.env
+        ex = self.executor
+        roles = self.compiled.roles
+        cta = Cta(sm)
+        coords = self.compiled.coords
+        name = self.launch.name
+        for item in items:
+            cta.G = coords(item)
+            cta.reg = {}
+            cta.item = item
+            cta.ctr = ctr = [0.0] * N_COUNTERS
+            self.ctrs[item] = ctr
+            self.starts[item] = env._now
+            if sm.log is not None:
+                cta.label = f"{name} #{item}"
+            procs = [env.process(ex.run_role(cta, r, nodes)) for r, (_, nodes) in
+                     enumerate(roles) if r > 0]
+            yield from ex.run_role(cta, 0, roles[0][1])
+            for proc in procs:
+                if proc.callbacks is not None:
+                    yield proc
+        if cta.stores:
+            cta.drain = Event(env)
+            yield cta.drain
+        self._finished(sm.index)
+
+    def _finished(self, sm: int) -> None:
+        self.resident[sm] -= 1
+        heapq.heappush(self.free, (self.resident[sm], sm))
+        self.running -= 1
+        if self.next_pending < len(self.pending):
+            self._fill()
+        elif self.running == 0:
+            self.t1 = self.env._now
+            self.done.succeed()
+
+    # -- results -------------------------------------------------------------------
+
+    def totals(self) -> tuple[float, list, float]:
+        """(cycles of the launch, counters, cycles stood in for by extrapolation)."""
+        cycles = self.t1 - self.t0
+        ctrs = self.ctrs
+        total = [0.0] * N_COUNTERS
+        for item in sorted(ctrs):  # a fixed order: float sums are bit-identical run to run
+            c = ctrs[item]
+            for k in range(N_COUNTERS):
+                total[k] += c[k]
+        plan = self.plan
+        if plan is None:
+            return cycles, total, 0.0
+        g, head, tail, window, slots = plan.period, plan.head, plan.tail, plan.window, plan.slots
+        st = self.starts
+        late = sum(st[i] for i in range(head - slots, head)) / slots
+        early = sum(st[i] for i in range(head - window - slots, head - window)) / slots
+        rate = (late - early) / window  # cycles per item in steady state
+        skipped_cycles = rate * (tail - head)
+        # the window's average counters per position in the period
+        reps = window // g
+        by_pos = [[0.0] * N_COUNTERS for _ in range(g)]
+        for i in range(head - window, head):
+            row, c = by_pos[i % g], ctrs[i]
+            for k in range(N_COUNTERS):
+                row[k] += c[k]
+        per_period = [0.0] * N_COUNTERS
+        for row in by_pos:
+            for k in range(N_COUNTERS):
+                per_period[k] += row[k]
+        first_full = -(-head // g) * g
+        for pos in range(head % g, g) if head % g else ():
+            row = by_pos[pos]
+            for k in range(N_COUNTERS):
+                total[k] += row[k] / reps
+        periods = (tail - first_full) // g
+        for k in range(N_COUNTERS):
+            total[k] += per_period[k] * periods / reps
+        return cycles + skipped_cycles, total, skipped_cycles
+
+    @property
+    def simulated_items(self) -> int:
+        return len(self.ctrs)
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n

@@ -1,0 +1,449 @@
+"""Streaming multiprocessors: their pipes, and the processes that run CTA roles.
+
+Each SM has four pipes shared by its resident CTAs: the tensor cores (service
+``2mnk / tensor FLOP per clk``), the SFU (``exp / sfu ops per clk``), the FP32
+ALUs (``fp32 / fp32 ops per clk``) and shared memory (bytes written by loads /
+``smem bytes per clk``). A pipe serves in arrival order with a known service
+time, so it needs no queue: a request at time t starts at ``max(t, free)`` and
+the pipe is free again at the end of it. Requests at the same instant are
+served in the order SimPy runs the processes, which is the order they were
+scheduled: deterministic.
+
+A role of a CTA is one SimPy process walking its compiled ops (see
+``traces/ir.py`` for the semantics). Loops run in *steps*: one iteration each
+in ``detailed`` fidelity; in ``fast`` fidelity the steady middle of a loop is
+coalesced into a few macro-steps whose work is the sum of the iterations they
+stand for (see :mod:`tilesim.simulator.steps`).
+"""
+
+from __future__ import annotations
+
+from simpy.core import NORMAL
+from simpy.events import PENDING as _PENDING
+from simpy.events import Event, Timeout
+
+from .memory import (
+    C_EXP,
+    C_FLOPS,
+    C_FP32,
+    C_FP32_PIPE,
+    C_SFU,
+    C_TENSOR,
+)
+from .program import OP_ARRIVE, OP_LOAD, OP_LOOP, OP_MMA, OP_STORE, OP_WAIT
+
+PIPES = ("tensor", "sfu", "fp32", "smem")
+P_TENSOR, P_SFU, P_FP32, P_SMEM = range(4)
+
+
+class SM:
+    __slots__ = ("index", "tensor_free", "sfu_free", "fp32_free", "smem_free", "log")
+
+    def __init__(self, index: int, log: list | None = None) -> None:
+        self.index = index
+        self.tensor_free = 0.0
+        self.sfu_free = 0.0
+        self.fp32_free = 0.0
+        self.smem_free = 0.0
+        self.log = log  # timeline: (pipe, start, end, label) busy intervals, or None
+
+
+class Done:
+    """An event that has already happened (waiting on it costs nothing)."""
+
+    callbacks = None
+    _ok = True
+    _value = None
+
+
+DONE = Done()
+
+
+class Cta:
+    """One work item in flight on an SM: its coordinates, event registry, counters."""
+
+    __slots__ = ("sm", "G", "reg", "ctr", "stores", "drain", "item", "label")
+
+    def __init__(self, sm: SM) -> None:
+        self.sm = sm
+        self.G = ()
+        self.reg: dict = {}
+        self.ctr: list = []
+        self.stores = 0  # stores in flight
+        self.drain = None  # event the CTA waits on for its stores
+        self.item = 0
+        self.label = ""
+
+
+class RoleState:
+    """Loop bookkeeping of one role process."""
+
+    __slots__ = ("role", "L", "path", "tables", "mult", "rule", "bctx", "rv", "waiting", "cta")
+
+    def __init__(self, role: int, depth: int) -> None:
+        self.role = role
+        self.L = [0] * depth  # loop variable values (the representative in a macro-step)
+        self.path = [()] * (depth + 1)  # path[d]: step indices of the d outermost loops
+        self.tables = [None] * depth  # step table of the loop at each depth
+        self.mult = 1.0  # work multiplier from coalesced outer loops
+        self.rule = True  # replayed tiles of a coalesced outer loop hit in L2
+        self.bctx = None  # (depth, first iteration, count) of the innermost coalesced outer step
+        self.rv = [0.0] * depth  # L2 bytes inserted per iteration, measured per loop
+        self.waiting = ""  # the dep it last waited on (for deadlock reports)
+        self.cta = None
+
+
+def _sum(ce, G, L, d: int, a: int, cnt: int):
+    """Sum of a compiled expression over iterations a..a+cnt-1 of the loop at depth d."""
+    if ce.fn is None:
+        return ce.const * cnt
+    if cnt == 1 or d not in ce.depths:
+        return ce.fn(G, L) * cnt
+    # A macro-step: the same sum recurs for every CTA with the same relevant grid
+    # coordinates and outer loop values, so it is computed once.
+    key = (tuple([G[i] for i in ce.gsel]), tuple(L[:d]), a, cnt)
+    cache = ce.cache
+    s = cache.get(key)
+    if s is None:
+        fn = ce.fn
+        keep = L[d]
+        s = 0
+        for j in range(a, a + cnt):
+            L[d] = j
+            s += fn(G, L)
+        L[d] = keep
+        cache[key] = s
+    return s
+
+
+class Executor:
+    """Runs the roles of CTAs of one launch; holds the per-launch constants."""
+
+    def __init__(self, env, gpu, memory, compiled, steps) -> None:
+        self.env = env
+        self.mem = memory
+        self.compiled = compiled
+        self.steps = steps  # StepTables of the fidelity
+        path = compiled.launch.mma_path
+        self.tensor_rate = {
+            dt: gpu.tensor_flop_per_clk_per_sm(dt, path) for dt in ("fp16", "bf16", "fp8")
+        }
+        self.sfu_cost = 1.0 / gpu.sfu_ops_per_clk_per_sm
+        self.fp32_cost = 1.0 / gpu.fp32_ops_per_clk_per_sm
+        self.l2_capacity = gpu.l2_bytes
+        self.max_depth = max((_depth(nodes) for _, nodes in compiled.roles), default=0)
+        self.active: dict = {}  # running role states (deadlock reports)
+
+    # -- events --------------------------------------------------------------------
+
+    def _event(self, cta: Cta, key):
+        reg = cta.reg
+        ev = reg.get(key)
+        if ev is None:
+            ev = Event(self.env)
+            reg[key] = ev
+        return ev
+
+    def _mark(self, cta: Cta, key) -> None:
+        """Record that ``key`` happened now."""
+        ev = cta.reg.get(key)
+        if ev is None:
+            cta.reg[key] = DONE
+        elif ev.callbacks is not None and ev._value is _PENDING:
+            ev.succeed()
+
+    def _dep_event(self, cta: Cta, st: RoleState, dep):
+        s = dep.shared
+        if s == 0:
+            path = ()
+        elif dep.offset:
+            d = s - 1
+            table = st.tables[d]
+            t = table.starts[st.path[d + 1][d]] - dep.offset
+            if t < 0:
+                return None  # before the first iteration: no wait
+            path = st.path[d] + (table.step_of(t),)
+        else:
+            path = st.path[s]
+        key = (dep.role, dep.name, path)
+        ev = cta.reg.get(key)
+        if ev is None:
+            ev = Event(self.env)
+            cta.reg[key] = ev
+        return ev
+
+    # -- the role process ------------------------------------------------------------
+
+    def run_role(self, cta: Cta, role: int, nodes):
+        st = RoleState(role, self.max_depth)
+        st.cta = cta
+        self.active[id(st)] = st
+        yield from self._block(cta, st, nodes, 0)
+        del self.active[id(st)]
+
+    def _block(self, cta: Cta, st: RoleState, nodes, depth: int, prefetched: bool = False):
+        env = self.env
+        G = cta.G
+        L = st.L
+        ctr = cta.ctr
+        sm = cta.sm
+        if depth:
+            d = depth - 1
+            table = st.tables[d]
+            sigma = st.path[depth][d]
+            a = table.starts[sigma]
+            cnt = table.counts[sigma]
+        else:
+            d, a, cnt = 0, 0, 1
+        ptup = st.path[depth]
+        for node in nodes:
+            kind = node.kind
+            if OP_MMA <= kind <= OP_WAIT:  # Mma, Vector or Wait (adjacent codes)
+                for dep in node.deps:
+                    ev = self._dep_event(cta, st, dep)
+                    if ev is not None and ev.callbacks is not None:
+                        st.waiting = dep.name
+                        yield ev
+                if kind == OP_WAIT:
+                    continue
+                now = env._now
+                mult = st.mult
+                if kind == OP_MMA:
+                    flops = _sum(node.flops, G, L, d, a, cnt) * mult
+                    busy = flops / self.tensor_rate[node.dtype]
+                    start = sm.tensor_free if sm.tensor_free > now else now
+                    end = start + busy
+                    sm.tensor_free = end
+                    ctr[C_FLOPS] += flops
+                    ctr[C_TENSOR] += busy
+                    if sm.log is not None and busy:
+                        sm.log.append((P_TENSOR, start, end, cta.label))
+                else:
+                    exp = _sum(node.exp, G, L, d, a, cnt) * mult
+                    fp32 = _sum(node.fp32, G, L, d, a, cnt) * mult
+                    end = now
+                    if exp:
+                        busy = exp * self.sfu_cost
+                        start = sm.sfu_free if sm.sfu_free > now else now
+                        end = sm.sfu_free = start + busy
+                        ctr[C_EXP] += exp
+                        ctr[C_SFU] += busy
+                        if sm.log is not None:
+                            sm.log.append((P_SFU, start, end, cta.label))
+                    if fp32:
+                        busy = fp32 * self.fp32_cost
+                        start = sm.fp32_free if sm.fp32_free > now else now
+                        fend = sm.fp32_free = start + busy
+                        ctr[C_FP32] += fp32
+                        ctr[C_FP32_PIPE] += busy
+                        if fend > end:
+                            end = fend
+                        if sm.log is not None:
+                            sm.log.append((P_FP32, start, fend, cta.label))
+                if node.async_:
+                    if node.id is not None:
+                        key = (st.role, node.id, ptup)
+                        if end > now:
+                            ev = self._event(cta, key)
+                            ev._ok = True
+                            ev._value = None
+                            env.schedule(ev, NORMAL, end - now)
+                        else:
+                            self._mark(cta, key)
+                    continue
+                if end > now:
+                    yield Timeout(env, end - now)
+                if node.id is not None:
+                    self._mark(cta, (st.role, node.id, ptup))
+            elif kind == OP_LOAD:
+                if prefetched:
+                    continue  # issued by the loop's prefetcher
+                self._issue_load(cta, st, node, ptup, d, a, cnt)
+            elif kind == OP_STORE:
+                self._store(cta, st, node, d, a, cnt)
+            elif kind == OP_ARRIVE:
+                self._mark(cta, (st.role, node.id, ptup))
+            else:  # OP_LOOP
+                yield from self._loop(cta, st, node, depth)
+
+    def _loop(self, cta: Cta, st: RoleState, node, depth: int):
+        G = cta.G
+        L = st.L
+        trips = node.trips.value(G, L)
+        base = st.path[depth]
+        if trips <= 0:
+            for name in node.aliases:
+                self._mark(cta, (st.role, name, base))
+            return
+        saved_mult, saved_rule, bctx = st.mult, st.rule, st.bctx
+        if bctx is not None and bctx[0] == depth - 1:
+            # A loop directly inside a coalesced outer step runs once, for the
+            # step's middle iteration; its work is scaled to all the iterations
+            # the step stands for (their trip counts may differ: causal).
+            bd, ba, bcnt = bctx
+            if bd in node.trips.depths:
+                keep = L[bd]
+                total = 0
+                for j in range(ba, ba + bcnt):
+                    L[bd] = j
+                    total += max(node.trips.fn(G, L), 0)
+                L[bd] = keep
+                st.mult = saved_mult * total / trips
+            else:
+                st.mult = saved_mult * bcnt
+            st.bctx = None
+        table = self.steps.table(trips, node.nested)
+        st.tables[depth] = table
+        starts, counts = table.starts, table.counts
+        nsteps = len(starts)
+        p = node.prefetch
+        nxt = 0
+        if p:
+            while nxt < nsteps and starts[nxt] < p:
+                self._prefetch(cta, st, node, depth, base, nxt)
+                nxt += 1
+        l2 = self.mem.l2
+        for sigma in range(nsteps):
+            a = starts[sigma]
+            cnt = counts[sigma]
+            st.path[depth + 1] = base + (sigma,)
+            if p:
+                end = a + cnt + p
+                while nxt < nsteps and starts[nxt] < end:
+                    self._prefetch(cta, st, node, depth, base, nxt)
+                    nxt += 1
+            if node.nested and cnt > 1:
+                # Coalesced outer step: nested loops run once, for the middle
+                # iteration, with their work scaled by the step's iteration count.
+                L[depth] = a + cnt // 2
+                st.bctx = (depth, a, cnt)
+                st.rule = st.rv[depth] < self.l2_capacity
+                inserted = l2.inserted
+                yield from self._block(cta, st, node.body, depth + 1, p > 0)
+                st.rv[depth] = (l2.inserted - inserted) / cnt
+                st.bctx = None
+                st.rule = saved_rule
+            else:
+                L[depth] = a
+                if node.nested:
+                    inserted = l2.inserted
+                    yield from self._block(cta, st, node.body, depth + 1, p > 0)
+                    st.rv[depth] = l2.inserted - inserted
+                else:
+                    yield from self._block(cta, st, node.body, depth + 1, p > 0)
+        st.mult, st.rule, st.bctx = saved_mult, saved_rule, bctx
+        last = base + (nsteps - 1,)
+        for name in node.aliases:
+            src = cta.reg.get((st.role, name, last))
+            dst_key = (st.role, name, base)
+            dst = cta.reg.get(dst_key)
+            if src is None:
+                src = self._event(cta, (st.role, name, last))
+            if dst is None:
+                cta.reg[dst_key] = src
+            elif dst is not src:
+                _chain(src, dst)
+
+    # -- loads and stores -------------------------------------------------------------
+
+    def _prefetch(self, cta: Cta, st: RoleState, node, depth: int, base: tuple, sigma: int):
+        table = st.tables[depth]
+        a, cnt = table.starts[sigma], table.counts[sigma]
+        keep = st.L[depth]
+        st.L[depth] = a
+        path = base + (sigma,)
+        for load in node.loads:
+            self._issue_load(cta, st, load, path, depth, a, cnt)
+        st.L[depth] = keep
+
+    def _issue_load(self, cta: Cta, st: RoleState, node, path, d: int, a: int, cnt: int) -> None:
+        G = cta.G
+        L = st.L
+        key = node.key
+        if key.fn is None or cnt == 1 or d not in key.depths:
+            nb = _sum(node.nbytes, G, L, d, a, cnt)
+            items = ((key.value(G, L), nb / cnt if cnt > 1 else nb),)
+            extra_hit = cnt - 1  # the same tile every iteration of the step: back to back
+        else:
+            ckey = (tuple([G[i] for i in node.gsel]), tuple(L[:d]), a, cnt)
+            items = node.cache.get(ckey)
+            if items is None:
+                kfn, nbe = key.fn, node.nbytes
+                keep = L[d]
+                items = []
+                if nbe.fn is None or d not in nbe.depths:
+                    nb = nbe.value(G, L)
+                    for j in range(a, a + cnt):
+                        L[d] = j
+                        items.append((kfn(G, L), nb))
+                else:
+                    nfn = nbe.fn
+                    for j in range(a, a + cnt):
+                        L[d] = j
+                        items.append((kfn(G, L), nfn(G, L)))
+                L[d] = keep
+                items = node.cache[ckey] = tuple(items)
+            extra_hit = 0
+        ev = self._event(cta, (st.role, node.id, path))
+        self.mem.load(cta.sm, items, extra_hit, st.mult - 1.0, st.rule, ev, cta.ctr)
+
+    def _store(self, cta: Cta, st: RoleState, node, d: int, a: int, cnt: int) -> None:
+        G = cta.G
+        L = st.L
+        key = node.key
+        if key.fn is None or cnt == 1 or d not in key.depths:
+            nb = _sum(node.nbytes, G, L, d, a, cnt)
+            items = ((key.value(G, L), nb / cnt if cnt > 1 else nb),)
+            extra_rep = cnt - 1
+        else:
+            keep = L[d]
+            items = []
+            for j in range(a, a + cnt):
+                L[d] = j
+                items.append((key.fn(G, L), node.nbytes.value(G, L)))
+            L[d] = keep
+            extra_rep = 0
+        cta.stores += 1
+        args = (items, extra_rep, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
+        pending = []
+        for dep in node.deps:
+            ev = self._dep_event(cta, st, dep)
+            if ev is not None and ev.callbacks is not None:
+                pending.append(ev)
+        if not pending:
+            self.mem.store(*args)
+            return
+        state = [len(pending), args]
+        for ev in pending:
+            ev.callbacks.append(lambda _ev, s=state: self._store_ready(s))
+
+    def _store_ready(self, state) -> None:
+        state[0] -= 1
+        if state[0] == 0:
+            self.mem.store(*state[1])
+
+    def _store_done(self, cta: Cta, now: float) -> None:
+        cta.stores -= 1
+        if cta.stores == 0 and cta.drain is not None:
+            cta.drain.succeed()
+
+
+def _chain(src, dst) -> None:
+    """Trigger ``dst`` when ``src`` has happened."""
+
+    def fire(_ev=None) -> None:
+        if dst._value is _PENDING:
+            dst.succeed()
+
+    if src.callbacks is None:
+        fire()
+    else:
+        src.callbacks.append(fire)
+
+
+def _depth(nodes) -> int:
+    best = 0
+    for node in nodes:
+        if node.kind == OP_LOOP:
+            best = max(best, 1 + _depth(node.body))
+    return best

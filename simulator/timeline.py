@@ -1,0 +1,168 @@
+"""Timelines: what each SM pipe did when, and HBM / L2 throughput, for Perfetto.
+
+`simulate(..., timeline=True)` records the busy intervals of every pipe of the
+first ``max_sms`` SMs and the byte rate of the HBM and L2 servers (integrated
+into bins of ``bin_s`` seconds so a long run stays small). `Timeline.write`
+saves Chrome / Perfetto trace JSON — open it at https://ui.perfetto.dev:
+
+* one process per SM (``pid`` = SM index + 1, named "SM <i>"), one thread per
+  pipe (tensor, sfu, fp32, smem); complete ("X") events in microseconds, named
+  after the CTA (launch and work item) that used the pipe;
+* process 0, "memory": counter ("C") events ``HBM`` (read / write GB/s) and
+  ``L2`` (hit GB/s), and the launches as spans on a thread of their own.
+
+In ``fast`` fidelity the engine skips the steady middle of big grids and
+coalesces loop iterations: the timeline shows what was simulated (the span of
+each launch gets ``skipped_us`` in its args); use ``detailed`` for a faithful
+picture of every iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import TilesimError
+
+PIPE_NAMES = ("tensor", "sfu", "fp32", "smem")
+DEFAULT_MAX_SMS = 4
+DEFAULT_BIN_S = 0.5e-6
+
+
+class Recorder:
+    """Byte rates of the bandwidth servers, integrated into fixed-width bins."""
+
+    def __init__(self, bin_cycles: float) -> None:
+        self.bin = bin_cycles
+        self.state: dict = {}  # server -> (time of last change, rates)
+        self.bins: dict = {}  # server -> {bin index: [bytes per class]}
+
+    def rate(self, name: str, now: float, rates: tuple) -> None:
+        last = self.state.get(name)
+        if last is not None:
+            self._integrate(name, last[0], now, last[1])
+        self.state[name] = (now, rates)
+
+    def _integrate(self, name: str, t0: float, t1: float, rates: tuple) -> None:
+        if t1 <= t0 or not any(rates):
+            return
+        bins = self.bins.setdefault(name, {})
+        width = self.bin
+        b = int(t0 // width)
+        while t0 < t1:
+            edge = min(t1, (b + 1) * width)
+            acc = bins.setdefault(b, [0.0] * len(rates))
+            for i, r in enumerate(rates):
+                acc[i] += r * (edge - t0)
+            t0 = edge
+            b += 1
+
+
+class Timeline:
+    def __init__(self, clock_hz: float, max_sms: int = DEFAULT_MAX_SMS,
+                 window_s: tuple[float, float] | None = None, bin_s: float = DEFAULT_BIN_S):
+        if max_sms < 0:
+            raise TilesimError(f"timeline max_sms must be >= 0, got {max_sms}")
+        if bin_s <= 0:
+            raise TilesimError(f"timeline bin must be > 0 s, got {bin_s}")
+        if window_s is not None and not window_s[0] < window_s[1]:
+            raise TilesimError(f"timeline window {window_s} must be (start, end) with start < end")
+        self.clock = clock_hz
+        self.max_sms = max_sms
+        self.window = window_s
+        self.recorder = Recorder(bin_s * clock_hz)
+        self.sm_logs: dict[int, list] = {}  # SM index -> [(pipe, start, end, label)] in cycles
+        self.launches: list = []  # (name, start, end, skipped cycles)
+
+    def log_for(self, sm: int) -> list | None:
+        if sm >= self.max_sms:
+            return None
+        return self.sm_logs.setdefault(sm, [])
+
+    def finish(self, now: float) -> None:
+        for name, (t, rates) in list(self.recorder.state.items()):
+            self.recorder._integrate(name, t, now, rates)
+            self.recorder.state[name] = (now, rates)
+
+    # -- export ------------------------------------------------------------------------
+
+    def _us(self, cycles: float) -> float:
+        return cycles / self.clock * 1e6
+
+    def _in_window(self, start: float, end: float) -> tuple[float, float] | None:
+        """The part of [start, end] cycles inside the window, in µs (None: outside)."""
+        s, e = self._us(start), self._us(end)
+        if self.window is None:
+            return s, e
+        lo, hi = self.window[0] * 1e6, self.window[1] * 1e6
+        if e < lo or s > hi:
+            return None
+        return max(s, lo), min(e, hi)
+
+    def to_perfetto(self) -> dict:
+        events: list[dict] = [
+            {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "memory"}},
+            {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "launches"}},
+        ]
+        for name, start, end, skipped in self.launches:
+            span = self._in_window(start, end)
+            if span is not None:
+                events.append({
+                    "ph": "X", "name": name, "cat": "launch", "pid": 0, "tid": 0,
+                    "ts": span[0], "dur": span[1] - span[0],
+                    "args": {"skipped_us": self._us(skipped)},
+                })
+        for sm in sorted(self.sm_logs):
+            pid = sm + 1
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                           "args": {"name": f"SM {sm}"}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                           "args": {"sort_index": pid}})
+            for tid, pipe in enumerate(PIPE_NAMES):
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                               "args": {"name": pipe}})
+            for pipe, start, end, label in self.sm_logs[sm]:
+                span = self._in_window(start, end)
+                if span is None:
+                    continue
+                events.append({
+                    "ph": "X", "name": label or PIPE_NAMES[pipe], "cat": PIPE_NAMES[pipe],
+                    "pid": pid, "tid": pipe, "ts": span[0], "dur": span[1] - span[0],
+                })
+        width_s = self.recorder.bin / self.clock
+        series = (("hbm", "HBM", ("read_GBps", "write_GBps")), ("l2", "L2", ("hit_GBps",)))
+        for server, label, keys in series:
+            bins = self.recorder.bins.get(server, {})
+            for b in sorted(bins):
+                ts = self._in_window(b * self.recorder.bin, b * self.recorder.bin)
+                if ts is None:
+                    continue
+                args = {k: bins[b][i] / width_s / 1e9 for i, k in enumerate(keys)}
+                events.append({"ph": "C", "name": label, "pid": 0, "tid": 0, "ts": ts[0],
+                               "args": args})
+                # back to zero at the end of the bin unless the next bin continues
+                if b + 1 not in bins:
+                    events.append({"ph": "C", "name": label, "pid": 0, "tid": 0,
+                                   "ts": self._us((b + 1) * self.recorder.bin),
+                                   "args": dict.fromkeys(keys, 0.0)})
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Write the Perfetto JSON atomically (a temp file renamed into place)."""
+        path = Path(path)
+        doc = self.to_perfetto()
+        directory = path.parent if str(path.parent) else Path(".")
+        if not directory.is_dir():
+            raise TilesimError(f"timeline: directory {str(directory)!r} does not exist")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
