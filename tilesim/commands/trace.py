@@ -167,7 +167,7 @@ def trace_show(
         console.print(Text(f"CTA {cta} of launch {name}, unrolled ({len(flat)} ops):", "bold"))
         for f in flat:
             it = " ".join(f"{k}={v}" for k, v in f.iters)
-            console.print(Text(f"  {f.role:<10} {it:<14} {_op_text(f.op)}"))
+            console.print(Text(f"  {f.role:<10} {it:<14} {_op_text(f.op)}"), soft_wrap=True)
 
 
 @trace_app.command("export")
@@ -202,7 +202,8 @@ def trace_export(
     path = save(trace, output)
     ctas = sum(launch.num_ctas for launch in trace.launches)
     console.print(
-        Text(f"wrote {path} ({trace.algo}, {len(trace.launches)} launch(es), {ctas} CTAs)")
+        Text(f"wrote {path} ({trace.algo}, {len(trace.launches)} launch(es), {ctas} CTAs)"),
+        soft_wrap=True,  # a path must stay whole to be copied
     )
 
 
