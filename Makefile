@@ -17,10 +17,10 @@ $(VENV)/.core: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-# Everything: core + kernels extra (torch CPU build, triton) + dev tools.
+# Everything: core + kernels extra (torch CPU build, triton) + dev tools + the Dask cluster extra.
 $(VENV)/.all: $(VENV)/.core
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[kernels,dev]"
+	$(BIN)/python -m pip install -q -e ".[kernels,dev,cluster]"
 	touch $@
 
 demo: $(VENV)/.core
