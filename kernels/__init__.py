@@ -16,7 +16,6 @@ anything then raises a one-line :class:`~tilesim.errors.TilesimError`.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 
 from ..errors import TilesimError
@@ -24,37 +23,16 @@ from ..traces.workload import ALGOS
 
 __all__ = ["ALGOS", "attention", "launches", "quantize_fp8", "reference", "rel_error"]
 
+_MISSING = [name for name in ("torch", "triton") if importlib.util.find_spec(name) is None]
 
-def _require(module: str):
-    """Import ``tilesim.kernels.<module>``, or explain which package is missing."""
-    missing = [name for name in ("torch", "triton") if importlib.util.find_spec(name) is None]
-    if missing:
+if not _MISSING:
+    from .api import attention, launches, quantize_fp8
+    from .reference import reference, rel_error
+else:
+
+    def _missing(*_args, **_kwargs):
         raise TilesimError(
-            f"tilesim.kernels needs {' and '.join(missing)}: pip install 'tilesim[kernels]'"
+            f"tilesim.kernels needs {' and '.join(_MISSING)}: pip install 'tilesim[kernels]'"
         )
-    return importlib.import_module(f"{__name__}.{module}")
 
-
-def attention(q, k, v, **kwargs):
-    """softmax(Q Kᵀ · scale) V with a Triton kernel; see :func:`tilesim.kernels.api.attention`."""
-    return _require("api").attention(q, k, v, **kwargs)
-
-
-def launches(q, k, v, **kwargs):
-    """(out, [(name, run)]): the kernel launches of one call; see :func:`.api.launches`."""
-    return _require("api").launches(q, k, v, **kwargs)
-
-
-def quantize_fp8(x):
-    """Per-tensor e4m3 quantisation: (x8, scale) with x ≈ x8 × scale."""
-    return _require("api").quantize_fp8(x)
-
-
-def reference(q, k, v, causal=False, sm_scale=None, **scales):
-    """Attention in float32 math (the correctness reference); see :mod:`.reference`."""
-    return _require("reference").reference(q, k, v, causal, sm_scale, **scales)
-
-
-def rel_error(out, ref) -> float:
-    """‖out − ref‖ / ‖ref‖ (inf if ``out`` holds NaN or Inf)."""
-    return _require("reference").rel_error(out, ref)
+    attention = launches = quantize_fp8 = reference = rel_error = _missing

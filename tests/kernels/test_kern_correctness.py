@@ -136,3 +136,13 @@ def test_v3_kernel_fp8(shape, causal, device):
     assert rel_error(out, ref) < 0.1
     # and the scales are applied: ignoring them would be far off
     assert rel_error(out, reference(q8, k8, v8, causal)) > 0.2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_standard_two_pass_softmax(causal, device, monkeypatch):
+    """Rows longer than the softmax kernel's register block are read twice (online max/sum)."""
+    from tilesim.kernels import standard
+
+    monkeypatch.setattr(standard, "SOFTMAX_MAX_BLOCK", 32)
+    assert standard.softmax_launch(150)[1] is False  # the two-pass kernel really runs
+    _check("standard", (1, 1, 40, 150, 64), causal, torch.float16, device, SMALL)
