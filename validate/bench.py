@@ -60,6 +60,8 @@ def run_bench(
             "timing": {
                 "function": "triton.testing.do_bench",
                 "return_mode": "median",
+                "repeats": timing.REPEATS,
+                "time_s": "smallest of the repeated do_bench medians",
                 "warmup_ms": warmup_ms,
                 "rep_ms": rep_ms,
                 "l2_flushed": True,
@@ -117,8 +119,8 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
             err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype, out=out)
             if not err <= timing.TOLERANCE[w.dtype]:
                 return _row(impl, w, config, "wrong", rel_error=err, note=f"rel. error {err:.3g}")
-            t = timing.bench_s(run, warmup_ms, rep_ms)
-        extra = {}
+            t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
+        extra = {"time_medians_s": medians}
         if impl == "tilesim-standard":
             extra["parts"] = _standard_parts(q, k, v, w.causal, config, warmup_ms, rep_ms)
         return _row(impl, w, config, "ok", time_s=t, rel_error=err, **extra)

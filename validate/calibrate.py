@@ -303,11 +303,29 @@ def _fmt_row(row: dict) -> str:
 # -- the GPU run ------------------------------------------------------------------------------
 
 
-def run_calibration(quick: bool = False, log: Callable[[str], None] = print) -> list[dict]:
-    """Run every micro-benchmark on GPU 0; returns the raw rows (a failed one is logged, skipped).
+STEPS = ("hbm", "l2", "latency", "tensor", "clock", "exp2", "fp32", "launch")
+
+
+def check_steps(only: Sequence[str] | None) -> tuple[str, ...]:
+    if not only:
+        return STEPS
+    unknown = [s for s in only if s not in STEPS]
+    if unknown:
+        raise TilesimError(
+            f"unknown calibration step {unknown[0]!r} (choose from {', '.join(STEPS)})"
+        )
+    return tuple(s for s in STEPS if s in only)
+
+
+def run_calibration(
+    quick: bool = False, log: Callable[[str], None] = print, only: Sequence[str] | None = None
+) -> list[dict]:
+    """Run the micro-benchmarks on GPU 0 (``only``: a subset of :data:`STEPS`); returns the
+    raw rows (a failed one is logged and skipped).
 
     Takes about a minute (``quick``: a third of that), most of it Triton compiling.
     """
+    chosen = check_steps(only)
     import torch
 
     from . import microbench as mb  # torch + triton: imported only on a GPU run
@@ -324,16 +342,18 @@ def run_calibration(quick: bool = False, log: Callable[[str], None] = print) -> 
     with mb.ClockSampler(interval_ms=50) as sampler:
         bench = mb.Bench(sampler, quick=quick, log=log)
         steps = (
-            ("HBM bandwidth", bench.hbm),
-            ("L2 bandwidth curve", bench.l2),
-            ("latency (pointer chase)", bench.latency),
-            ("tensor cores (tl.dot loops)", bench.tensor),
-            ("sustained SM clock", bench.sustained_clock),
-            ("exp2 (SFU)", bench.exp2),
-            ("FP32 FMA", bench.fp32),
-            ("launch overhead", bench.launch),
+            ("hbm", "HBM bandwidth", bench.hbm),
+            ("l2", "L2 bandwidth curve", bench.l2),
+            ("latency", "latency (pointer chase)", bench.latency),
+            ("tensor", "tensor cores (tl.dot loops)", bench.tensor),
+            ("clock", "sustained SM clock", bench.sustained_clock),
+            ("exp2", "exp2 (SFU)", bench.exp2),
+            ("fp32", "FP32 FMA", bench.fp32),
+            ("launch", "launch overhead", bench.launch),
         )
-        for title, step in steps:
+        for key, title, step in steps:
+            if key not in chosen:
+                continue
             log(f"{title}:")
             try:
                 step()

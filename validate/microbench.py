@@ -36,7 +36,7 @@ from .calibrate import GiB, MiB, measurement, median
 
 READ_BLOCK = 2048  # fp32 elements per CTA per step: 8 KiB, 16 B vector loads
 # Offsets are int32: buffers stay under 2^31 elements (8 GiB of fp32).
-CTAS_PER_SM_STREAM = 4
+CTAS_PER_SM_STREAM = 8  # enough loads in flight to cover L2 and HBM latency
 
 
 # -- kernels ---------------------------------------------------------------------------
@@ -134,11 +134,13 @@ def _fma_loop(x_ptr, out_ptr, iters, a, b, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _chase(next_ptr, out_ptr, steps):
-    idx = tl.load(next_ptr)
+def _chase(next_ptr, pos_ptr, steps):
+    # start where the previous launch stopped: a chase through HBM never revisits
+    # (and so never hits in L2) until it has gone round the whole cycle
+    idx = tl.load(pos_ptr)
     for _ in range(steps):
         idx = tl.load(next_ptr + idx, cache_modifier=".cg")
-    tl.store(out_ptr, idx)
+    tl.store(pos_ptr, idx)
 
 
 @triton.jit
@@ -249,11 +251,13 @@ class Bench:
         self.log("  " + summary_lines([row])[0])
         return row
 
-    def timed(self, fn, min_time_s: float | None = None) -> tuple[float, list[float], float | None]:
+    def timed(
+        self, fn, min_time_s: float | None = None, max_calls: int = 2000
+    ) -> tuple[float, list[float], float | None]:
         """(median s, samples, median SM clock MHz during the run or None)."""
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        t, samples = time_calls(fn, min_time_s or self.min_time_s)
+        t, samples = time_calls(fn, min_time_s or self.min_time_s, max_calls)
         clocks = self.sampler.between(t0, time.perf_counter())
         return t, samples, (median(clocks) if clocks else None)
 
@@ -336,6 +340,8 @@ class Bench:
             )
 
     def latency(self) -> None:
+        # L2: 16k nodes, warmed by one full lap; HBM: 4M nodes, of which one run's
+        # laps (warm-up and timed calls together) visit well under half, each once
         for name, nbytes, steps in (("l2_latency", 4 * MiB, 20000), ("hbm_latency", GiB, 20000)):
             if self.quick:
                 steps //= 4
@@ -344,13 +350,14 @@ class Bench:
             gen = torch.Generator(device="cuda").manual_seed(1234)
             perm = torch.randperm(nodes, device="cuda", generator=gen) * stride
             nxt = torch.zeros(nodes * stride, dtype=torch.int64, device="cuda")
-            nxt[perm] = torch.roll(perm, -1)  # one cycle through every node; starts at node 0
-            out = torch.empty(1, dtype=torch.int64, device="cuda")
-            _chase[(1,)](nxt, out, 8, num_warps=1)
-            fn = lambda: _chase[(1,)](nxt, out, steps, num_warps=1)  # noqa: B023, E731
-            if name == "l2_latency":
-                fn()  # warm: the whole set now sits in L2
-            t, s, _ = self.timed(fn, min_time_s=0.05)
+            nxt[perm] = torch.roll(perm, -1)  # one cycle through every node
+            pos = torch.zeros(1, dtype=torch.int64, device="cuda")
+            _chase[(1,)](nxt, pos, nodes if name == "l2_latency" else 8, num_warps=1)
+            t, s, _ = self.timed(
+                lambda: _chase[(1,)](nxt, pos, steps, num_warps=1),  # noqa: B023
+                min_time_s=0.05,
+                max_calls=16,
+            )
             self.add(
                 measurement(
                     name,

@@ -145,6 +145,22 @@ def bench_s(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float:
     return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e-3
 
 
+REPEATS = 2  # do_bench runs per point
+
+
+def bench_repeat(
+    fn: Callable[[], object], warmup_ms: float, rep_ms: float, repeats: int = REPEATS
+) -> tuple[float, list[float]]:
+    """(time, medians): ``repeats`` do_bench medians and the smallest of them.
+
+    A transient slowdown (a clock dip, another process) only ever adds time, so
+    the smallest median is the kernel's own speed; the spread of the medians,
+    kept beside it, says how far to trust the difference between two kernels.
+    """
+    medians = [bench_s(fn, warmup_ms, rep_ms) for _ in range(repeats)]
+    return min(medians), medians
+
+
 def free_bytes() -> int:
     import torch
 

@@ -109,11 +109,22 @@ def calibrate(
     ] = None,
     out: OutOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="Shorter runs (a smoke test).")] = False,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "--only",
+            help="Comma-separated steps: hbm, l2, latency, tensor, clock, exp2, fp32, launch "
+            "[default: all]; fields of steps not run keep the datasheet value.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Micro-benchmark this GPU and write a calibrated preset (never looks at attention)."""
+    from ..validate.calibrate import check_steps
     from ..validate.timing import require_cuda
 
+    steps = check_steps([s.strip() for s in only.split(",")] if only else None)
     _check_out(out)
     require_cuda("calibrate")
     import torch
@@ -125,10 +136,12 @@ def calibrate(
     device = torch.cuda.get_device_name(0)
     base_gpu = load_gpu(base or cal.base_preset_for(device))
     base_name = base_gpu.name
-    meta = metadata.collect({"command": "calibrate", "base_preset": base_name, "quick": quick})
+    meta = metadata.collect(
+        {"command": "calibrate", "base_preset": base_name, "quick": quick, "steps": list(steps)}
+    )
     t0 = time.perf_counter()
     log(f"calibrating {device} against {base_name} ...")
-    rows = cal.run_calibration(quick=quick, log=log)
+    rows = cal.run_calibration(quick=quick, log=log, only=steps)
     gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta["date"])
     metadata.finish(meta)
     meta["derived"] = {
