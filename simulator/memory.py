@@ -17,7 +17,9 @@ The L2 is an LRU over ``(tensor, tile)`` keys with a byte capacity, cold at the
 start. A miss reads HBM and inserts the tile when the read completes. A miss on
 a tile whose fill is already in flight (many Q-block CTAs of one head asking
 for the same K tile at once) joins that fill, as an MSHR would, and costs no
-second HBM read; it is counted as an L2 hit that waits for the fill. Stores
+second HBM read; it is counted as an L2 hit that waits for the fill (its bytes
+count towards L2 utilisation but do not queue at the L2 server: the fill's data
+is forwarded to every waiter as it arrives). Stores
 write to HBM and insert their tile (write-allocate), so a tile written by one
 launch can hit in the next while it fits.
 """
@@ -152,16 +154,22 @@ class L2Cache:
 class LoadJob:
     """One Load (or one coalesced step of Loads): parts in flight until all arrive."""
 
-    __slots__ = ("pending", "ready", "event", "smem_bytes", "sm", "keys", "ctr")
+    __slots__ = ("pending", "xfer_end", "latency", "event", "smem_end", "smem_busy", "sm", "keys",
+                 "ctr", "issue", "reps", "lead")
 
-    def __init__(self, event, sm, ctr) -> None:
+    def __init__(self, event, sm, ctr, issue: float, reps: float, lead: float) -> None:
         self.pending = 1  # released by `Memory.load` once every part is issued
-        self.ready = 0.0
+        self.xfer_end = issue  # when the last part's transfer ended
+        self.latency = 0.0  # the longest latency of its parts
         self.event = event
-        self.smem_bytes = 0.0
+        self.smem_end = 0.0  # when the SM's shared-memory pipe has written the data
+        self.smem_busy = 0.0  # how long that takes
         self.sm = sm
         self.keys = None  # miss keys (key, bytes) to insert when the HBM read ends
         self.ctr = ctr
+        self.issue = issue
+        self.reps = reps  # iterations a coalesced step stands for (1: exact)
+        self.lead = lead  # iterations between issue and first use (>= 1)
 
 
 class Memory:
@@ -182,13 +190,21 @@ class Memory:
 
     # -- loads ---------------------------------------------------------------------
 
-    def load(self, sm, items, extra_hit, extra_rule, rule_hits: bool, event, ctr) -> None:
+    def load(self, sm, items, extra_hit, extra_rule, rule_hits, event, ctr, reps=1.0, lead=1.0):
         """Bring ``items`` ((key, bytes), ...) into ``sm``'s shared memory; trigger ``event``.
 
-        Coalesced steps access tiles more than once. ``extra_hit`` more accesses
-        per item are back-to-back repeats inside one step: L2 hits. ``extra_rule``
-        more (a coalesced outer loop replaying its inner tiles) hit when
+        Coalesced steps access tiles more than once. ``extra_hit`` bytes are
+        back-to-back repeats inside one step: L2 hits. A coalesced outer loop
+        replays its inner tiles ``extra_rule`` more times: those accesses hit when
         ``rule_hits`` (their reuse distance fits in L2) and read HBM again if not.
+
+        ``reps`` / ``lead``: the step stands for ``reps`` iterations and its tiles
+        are issued ``lead`` iterations before their first use. The c = reps real
+        iterations each wait for their own tile: L + X after its issue (latency,
+        transfer, or the shared-memory write if slower), issued ``lead``
+        iterations early, so they need c (L + X) / lead; the step's tiles all
+        arrive D + L after issue (D = c X, measured). The step is ready after
+        the longer of the two (see steps.py).
         """
         l2 = self.l2
         entries = l2.entries
@@ -197,7 +213,7 @@ class Memory:
         hit = 0
         miss = 0
         misses = None
-        job = LoadJob(event, sm, ctr)
+        job = LoadJob(event, sm, ctr, self.env._now, reps, lead)
         for key, nb in items:
             total += nb
             if key in entries:
@@ -209,6 +225,7 @@ class Memory:
                 waiters.append(job)  # join the fill in flight (MSHR)
                 job.pending += 1
                 ctr[C_L2_HIT] += nb
+                ctr[C_L2_XFER] += nb  # counted, not queued: see the module docstring
                 continue
             if misses is None:
                 misses = []
@@ -216,9 +233,8 @@ class Memory:
             inflight[key] = []
             miss += nb
         if extra_hit:
-            more = total * extra_hit
-            total += more
-            hit += more
+            total += extra_hit
+            hit += extra_hit
         if extra_rule > 0.0:
             more = total * extra_rule
             total += more
@@ -227,8 +243,19 @@ class Memory:
             else:
                 miss += more
                 l2.inserted += more
-        job.smem_bytes = total
         ctr[C_LOAD] += total
+        # Shared memory: the data streams into it as it arrives, at most
+        # smem_bandwidth bytes per clock per SM; the SM's pipe is reserved now (in
+        # issue order), from the moment the first bytes can arrive.
+        now = self.env._now
+        first = now + (self.hbm_latency if (miss or job.pending > 1) else self.l2_latency)
+        start = first if first > sm.smem_free else sm.smem_free
+        busy = total * self.smem_cost
+        job.smem_end = sm.smem_free = start + busy
+        job.smem_busy = busy
+        ctr[C_SMEM] += busy
+        if sm.log is not None and busy:
+            sm.log.append((3, start, start + busy, ""))
         if miss:
             ctr[C_HBM_READ] += miss
             job.keys = misses
@@ -250,7 +277,7 @@ class Memory:
 
     def _insert_fills(self, job: LoadJob, now: float) -> None:
         l2 = self.l2
-        for key, nb in job.keys:
+        for key, nb in job.keys or ():
             l2.insert(key, nb)
             for waiter in l2.inflight.pop(key, ()):
                 self._part_done(waiter, now, self.hbm_latency)
@@ -259,21 +286,24 @@ class Memory:
         self._part_done(job, now, self.l2_latency)
 
     def _part_done(self, job: LoadJob, now: float, latency: float) -> None:
-        ready = now + latency
-        if ready > job.ready:
-            job.ready = ready
+        if now > job.xfer_end:
+            job.xfer_end = now
+        if latency > job.latency:
+            job.latency = latency
         job.pending -= 1
         if job.pending:
             return
-        # Every part is here: write the tile into shared memory (the SM's smem pipe).
-        sm = job.sm
-        start = job.ready if job.ready > sm.smem_free else sm.smem_free
-        busy = job.smem_bytes * self.smem_cost
-        end = start + busy
-        sm.smem_free = end
-        job.ctr[C_SMEM] += busy
-        if sm.log is not None and busy:
-            sm.log.append((3, start, end, ""))
+        lat = job.latency
+        ready = job.xfer_end + lat
+        if job.reps > 1.0:
+            d = job.xfer_end - job.issue
+            if job.smem_busy > d:
+                d = job.smem_busy  # each tile streams in no faster than smem takes it
+            spread = job.issue + (job.reps * lat + d) / job.lead
+            if spread > ready:
+                ready = spread
+        # Every part is here, and written into shared memory.
+        end = job.smem_end if job.smem_end > ready else ready
         ev = job.event
         ev._ok = True
         ev._value = None
@@ -284,13 +314,12 @@ class Memory:
     def store(self, items, extra_rep, extra_rule, rule_hits: bool, callback, arg, ctr) -> None:
         """Write ``items`` to HBM (and allocate them in L2); ``callback(arg, now)`` after.
 
-        ``extra_rep`` / ``extra_rule``: more writes of the same tiles, as in `load`.
+        ``extra_rep`` bytes / ``extra_rule`` times more writes of the same tiles,
+        as in `load`.
         """
-        total = 0
+        total = extra_rep
         for _, nb in items:
             total += nb
-        if extra_rep:
-            total += total * extra_rep
         if extra_rule > 0.0:
             more = total * extra_rule
             total += more

@@ -172,6 +172,9 @@ class Node:
     prefetch: int = 0
     gsel: tuple = ()  # Load/Store: grid positions its key and size read (cache key)
     cache: dict = field(default_factory=dict)  # Load: tile lists of macro-steps
+    group: tuple = ()  # Load / Store: the consecutive ops issued together with it (first only)
+    ahead: int = 0  # Load: iterations it is issued ahead by a gating Wait (x@-k: k)
+    use: int = 0  # Load: iterations after its own that its first use comes (min dep offset)
     loads: tuple = ()  # the Load nodes directly in the body (issued by the prefetcher)
     nested: bool = False  # the body holds another loop
     aliases: tuple = ()  # (role, name) defined inside, waited on from outside: alias at exit
@@ -217,6 +220,12 @@ def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str)
     # Loops alias the events of their last iteration for waiters outside them.
     for _, nodes in compiled_roles:
         _set_aliases(nodes, waited_outside, _role_of(compiled_roles, nodes))
+    # How many iterations after its own each load is first used (latency hiding).
+    uses: dict = {}
+    for _, nodes in compiled_roles:
+        _collect_uses(nodes, uses)
+    for r, (_, nodes) in enumerate(compiled_roles):
+        _set_uses(nodes, r, uses)
     return CompiledLaunch(
         launch=launch,
         grid_names=grid_names,
@@ -225,6 +234,57 @@ def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str)
         size_grid_dims=frozenset(size_dims),
         load_tile_grid_dims=tuple(tile_dims),
     )
+
+
+def _grouped(nodes: list) -> tuple:
+    """Merge runs of consecutive Loads (and of Stores) into one node each.
+
+    A role issues such a run at one instant, so the engine moves it as one
+    transfer: its first node carries the run in ``group`` and the rest are
+    dropped from the block. Deps on any load of the run wait for the whole run.
+
+    Each load also learns how far ahead it is issued: a load after a ``Wait`` on
+    ``x@-k`` (a producer refilling a k-deep ring buffer) runs k iterations
+    ahead. (Loads of a loop with ``prefetch = p`` run p ahead: set at run time.)
+    """
+    out: list = []
+    ahead = 0
+    for node in nodes:
+        if node.kind == OP_WAIT:
+            ahead = max([0] + [dep.offset for dep in node.deps])
+        prev = out[-1] if out else None
+        if node.kind == OP_LOAD:
+            node.ahead = ahead
+        if (
+            prev is not None
+            and node.kind in (OP_LOAD, OP_STORE)
+            and prev.kind == node.kind
+        ):
+            prev.group = prev.group + (node,)
+            continue
+        if node.kind in (OP_LOAD, OP_STORE):
+            node.group = (node,)
+        out.append(node)
+    return tuple(out)
+
+
+def _collect_uses(nodes, uses: dict) -> None:
+    for node in nodes:
+        if node.kind == OP_LOOP:
+            _collect_uses(node.body, uses)
+        for dep in node.deps:
+            if not dep.deeper:
+                key = (dep.role, dep.name)
+                uses[key] = min(uses.get(key, dep.offset), dep.offset)
+
+
+def _set_uses(nodes, role: int, uses: dict) -> None:
+    for node in nodes:
+        if node.kind == OP_LOOP:
+            _set_uses(node.body, role, uses)
+        elif node.kind == OP_LOAD:
+            for m in node.group:
+                m.use = uses.get((role, m.id), 0)
 
 
 def _role_of(compiled_roles, nodes) -> int:
@@ -255,6 +315,8 @@ def _set_aliases(nodes, waited_outside: set, role: int) -> set:
                 sorted(n for n in inner if (role, n) in waited_outside)  # sorted: deterministic
             )
             defined |= inner
+        elif node.kind == OP_LOAD:
+            defined.update(m.id for m in node.group)
         elif node.id is not None:
             defined.add(node.id)
     return defined
@@ -301,7 +363,7 @@ class _Ctx:
             self.scope.where = f"{where}.ops[{i}]"
             nodes.append(self.node(op, depth))
             self.scope.where = where
-        return tuple(nodes)
+        return _grouped(nodes)
 
     def node(self, op, depth: int) -> Node:
         if isinstance(op, Load):
@@ -335,7 +397,8 @@ class _Ctx:
             self.scope.loop_vars.append(op.var)
             body = self.block(op.body, depth + 1)
             self.scope.loop_vars.pop()
-            loads = tuple(n for n in body if n.kind == OP_LOAD) if op.prefetch > 0 else ()
+            loads = tuple(m for n in body if n.kind == OP_LOAD for m in n.group) \
+                if op.prefetch > 0 else ()
             nested = any(n.kind == OP_LOOP for n in body)
             return Node(OP_LOOP, depth, id=op.var, trips=trips, body=body,
                         prefetch=max(int(op.prefetch), 0), loads=loads, nested=nested)

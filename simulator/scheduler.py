@@ -118,6 +118,7 @@ class LaunchRun:
         self.slots = slots
         self.plan = make_plan(compiled, slots, fidelity)
         self.starts: dict[int, float] = {}  # item -> time it started
+        self.ends: dict[int, float] = {}  # last item of a CTA -> time the CTA finished
         self.ctrs: dict[int, list] = {}  # item -> counters
         self.resident = [0] * len(sms)
         self.free = [(0, i) for i in range(len(sms))]  # (resident, sm): least loaded first
@@ -196,6 +197,7 @@ class LaunchRun:
         if cta.stores:
             cta.drain = Event(env)
             yield cta.drain
+        self.ends[items[-1]] = env._now
         self._finished(sm.index)
 
     def _finished(self, sm: int) -> None:

@@ -159,10 +159,22 @@ class Executor:
         elif dep.offset:
             d = s - 1
             table = st.tables[d]
-            t = table.starts[st.path[d + 1][d]] - dep.offset
+            sigma = st.path[d + 1][d]
+            t = table.starts[sigma] - dep.offset
             if t < 0:
                 return None  # before the first iteration: no wait
-            path = st.path[d] + (table.step_of(t),)
+            target = table.step_of(t)
+            if table.counts[sigma] > 1 and dep.role != st.role:
+                # A ring buffer (or ping-pong) between roles, seen from a macro-step:
+                # the real consumer releases a slot per iteration, progressively
+                # through its step, and the producer refills it at once; a lumped
+                # step can only say "released at the end". Waiting for the step
+                # before keeps the producer as far ahead as the ring lets it in
+                # steady state instead of phase-locking the roles (steps.py).
+                target -= 1
+                if target < 0:
+                    return None
+            path = st.path[d] + (target,)
         else:
             path = st.path[s]
         key = (dep.role, dep.name, path)
@@ -258,9 +270,9 @@ class Executor:
             elif kind == OP_LOAD:
                 if prefetched:
                     continue  # issued by the loop's prefetcher
-                self._issue_load(cta, st, node, ptup, d, a, cnt)
+                self._issue_loads(cta, st, node.group, ptup, d, a, cnt, node.ahead)
             elif kind == OP_STORE:
-                self._store(cta, st, node, d, a, cnt)
+                self._store(cta, st, node.group, d, a, cnt)
             elif kind == OP_ARRIVE:
                 self._mark(cta, (st.role, node.id, ptup))
             else:  # OP_LOOP
@@ -352,64 +364,101 @@ class Executor:
         keep = st.L[depth]
         st.L[depth] = a
         path = base + (sigma,)
-        for load in node.loads:
-            self._issue_load(cta, st, load, path, depth, a, cnt)
+        self._issue_loads(cta, st, node.loads, path, depth, a, cnt, node.prefetch)
         st.L[depth] = keep
 
-    def _issue_load(self, cta: Cta, st: RoleState, node, path, d: int, a: int, cnt: int) -> None:
-        G = cta.G
-        L = st.L
-        key = node.key
-        if key.fn is None or cnt == 1 or d not in key.depths:
-            nb = _sum(node.nbytes, G, L, d, a, cnt)
-            items = ((key.value(G, L), nb / cnt if cnt > 1 else nb),)
-            extra_hit = cnt - 1  # the same tile every iteration of the step: back to back
-        else:
-            ckey = (tuple([G[i] for i in node.gsel]), tuple(L[:d]), a, cnt)
-            items = node.cache.get(ckey)
-            if items is None:
-                kfn, nbe = key.fn, node.nbytes
-                keep = L[d]
-                items = []
-                if nbe.fn is None or d not in nbe.depths:
-                    nb = nbe.value(G, L)
-                    for j in range(a, a + cnt):
-                        L[d] = j
-                        items.append((kfn(G, L), nb))
-                else:
-                    nfn = nbe.fn
-                    for j in range(a, a + cnt):
-                        L[d] = j
-                        items.append((kfn(G, L), nfn(G, L)))
-                L[d] = keep
-                items = node.cache[ckey] = tuple(items)
-            extra_hit = 0
-        ev = self._event(cta, (st.role, node.id, path))
-        self.mem.load(cta.sm, items, extra_hit, st.mult - 1.0, st.rule, ev, cta.ctr)
+    def _issue_loads(self, cta, st: RoleState, group, path, d: int, a: int, cnt: int, ahead: int):
+        """Issue a run of loads as one transfer; one event completes all of them.
 
-    def _store(self, cta: Cta, st: RoleState, node, d: int, a: int, cnt: int) -> None:
+        A coalesced step stands for ``cnt * mult`` iterations, each of which waits
+        for its own tiles' latency unless they were issued early enough: ``ahead``
+        iterations (prefetch, or a ring buffer's gating wait) plus the iterations
+        until their first use (see `Memory.load` and steps.py).
+        """
+        lead = ahead + min([m.use for m in group])
         G = cta.G
         L = st.L
-        key = node.key
-        if key.fn is None or cnt == 1 or d not in key.depths:
-            nb = _sum(node.nbytes, G, L, d, a, cnt)
-            items = ((key.value(G, L), nb / cnt if cnt > 1 else nb),)
-            extra_rep = cnt - 1
-        else:
-            keep = L[d]
-            items = []
+        items: list = []
+        extra = 0.0  # bytes of back-to-back repeats within the step (hits)
+        for node in group:
+            key = node.key
+            if key.fn is None or cnt == 1 or d not in key.depths:
+                nb = _sum(node.nbytes, G, L, d, a, cnt)
+                if cnt > 1:
+                    items.append((key.value(G, L), nb / cnt))
+                    extra += nb - nb / cnt
+                else:
+                    items.append((key.value(G, L), nb))
+                continue
+            ckey = (tuple([G[i] for i in node.gsel]), tuple(L[:d]), a, cnt)
+            tiles = node.cache.get(ckey)
+            if tiles is None:
+                tiles = node.cache[ckey] = self._tiles(node, G, L, d, a, cnt)
+            items.extend(tiles)
+        reg = cta.reg
+        role = st.role
+        ev = None
+        for node in group:
+            k = (role, node.id, path)
+            old = reg.get(k)
+            if old is None:
+                continue
+            if ev is None:
+                ev = old  # a waiter got here first: complete its event
+            else:
+                _chain(ev, old)
+        if ev is None:
+            ev = Event(self.env)
+        for node in group:
+            k = (role, node.id, path)
+            if k not in reg:
+                reg[k] = ev
+        self.mem.load(cta.sm, items, extra, st.mult - 1.0, st.rule, ev, cta.ctr, cnt * st.mult,
+                      lead if lead > 1 else 1)
+
+    @staticmethod
+    def _tiles(node, G, L, d: int, a: int, cnt: int) -> tuple:
+        """(key, bytes) of each iteration of a macro-step."""
+        kfn, nbe = node.key.fn, node.nbytes
+        keep = L[d]
+        out = []
+        if nbe.fn is None or d not in nbe.depths:
+            nb = nbe.value(G, L)
             for j in range(a, a + cnt):
                 L[d] = j
-                items.append((key.fn(G, L), node.nbytes.value(G, L)))
-            L[d] = keep
-            extra_rep = 0
-        cta.stores += 1
-        args = (items, extra_rep, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
+                out.append((kfn(G, L), nb))
+        else:
+            nfn = nbe.fn
+            for j in range(a, a + cnt):
+                L[d] = j
+                out.append((kfn(G, L), nfn(G, L)))
+        L[d] = keep
+        return tuple(out)
+
+    def _store(self, cta: Cta, st: RoleState, group, d: int, a: int, cnt: int) -> None:
+        """Issue a run of stores as one transfer, once all their deps have happened."""
+        G = cta.G
+        L = st.L
+        items: list = []
+        extra = 0.0
         pending = []
-        for dep in node.deps:
-            ev = self._dep_event(cta, st, dep)
-            if ev is not None and ev.callbacks is not None:
-                pending.append(ev)
+        for node in group:
+            key = node.key
+            if key.fn is None or cnt == 1 or d not in key.depths:
+                nb = _sum(node.nbytes, G, L, d, a, cnt)
+                if cnt > 1:
+                    items.append((key.value(G, L), nb / cnt))
+                    extra += nb - nb / cnt
+                else:
+                    items.append((key.value(G, L), nb))
+            else:
+                items.extend(self._tiles(node, G, L, d, a, cnt))
+            for dep in node.deps:
+                ev = self._dep_event(cta, st, dep)
+                if ev is not None and ev.callbacks is not None:
+                    pending.append(ev)
+        cta.stores += 1
+        args = (items, extra, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
         if not pending:
             self.mem.store(*args)
             return

@@ -4,7 +4,10 @@
 
 ``fast``: the first ``HEAD`` and last ``TAIL`` iterations stay exact (the
 pipeline fills and drains there: prologue loads, the last partial tile), and the
-steady middle is cut into at most ``MACRO`` macro-steps of nearly equal size.
+steady middle is cut into about ``MACRO`` macro-steps of nearly equal size,
+reached through a ramp of steps of 2, 4, 8, ... iterations (a step's loads are
+prefetched during the step before it, so a sudden jump from one iteration to
+many would ask the memory system for a burst the kernel never makes).
 A macro-step of c iterations does the work of all c: its loads move the bytes
 of all c tiles (each tile looked up in L2 on its own), its Mma and Vector ops
 occupy the pipes for the sum of the c iterations' service times. So a loop
@@ -13,10 +16,26 @@ costs O(HEAD + TAIL + MACRO) events whatever its length; only the L2 lookups
 too, but its macro-steps run the inner loop once, for their middle iteration,
 with the work scaled (see sm.py).
 
+Latency. A macro-step's loads arrive together, after one latency, where the c
+iterations it stands for each wait for their own tile. A tile issued ``lead``
+iterations before its first use, with latency L and transfer time X, lets the
+kernel run an iteration every max(T_iter, (L + X) / lead) at best; so c real
+iterations need c (L + X) / lead of load time, against D + L for the step
+(D = c X, its measured transfer). A macro-step's loads are ready after the
+longer of the two, and since they are issued one step early, steady state
+matches both where latency is hidden and where it binds (lead 1: every
+iteration pays L).
+
 The table depends only on T (and on whether the loop is nested), so a producer
 and a consumer role looping over the same trip count step in lockstep, and deps
 ``x@-k`` map to steps through it: a step waits for the step holding iteration
-``first - k``.
+``first - k``. Between roles (a producer refilling a ring buffer, ping-pong
+consumers) a macro-step waits for the step before that one: the real consumer
+releases a slot every iteration and the producer refills it at once, which a
+lumped step can only express as "released at the end of the step"; waiting for
+that would phase-lock producer and consumers (a bubble as long as the step),
+while waiting one step earlier keeps the producer as far ahead as its ring
+allows, which is what the kernel does in steady state.
 """
 
 from __future__ import annotations
@@ -71,15 +90,26 @@ class StepTables:
 
     def _cut(self, trips: int) -> tuple[list, list]:
         head, tail, macro = self.head, self.tail, self.macro
-        if self.fidelity == "detailed" or trips <= head + tail + macro:
+        if self.fidelity == "detailed" or trips < head + tail + 2 * macro:
             return list(range(trips)), [1] * trips
         middle = trips - head - tail
-        q, r = divmod(middle, macro)
+        steady = -(-middle // macro)
+        sizes = []
+        # Ramp up (2, 4, 8, ...): a macro-step's loads are prefetched during the step
+        # before it, so a step may be at most twice the one before it without
+        # asking the memory system for more than twice the kernel's real rate.
+        size = 2
+        while size < steady and middle - sum(sizes) > size + steady:
+            sizes.append(size)
+            size *= 2
+        rest = middle - sum(sizes)
+        k = -(-rest // steady)
+        q, r = divmod(rest, k)
+        sizes += [q + 1 if i < r else q for i in range(k)]
         starts = list(range(head))
         counts = [1] * head
         at = head
-        for i in range(macro):
-            size = q + (1 if i < r else 0)
+        for size in sizes:
             starts.append(at)
             counts.append(size)
             at += size
