@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole GPU validation in one command: calibrate, bench, validate, then a summary.
+# The whole GPU validation in one command: calibrate, validate, bench, then a summary.
 #
 # On the GPU machine, from the repository root:
 #     source .gpu/bootstrap.sh && TILESIM_GIT_COMMIT=<hash> bash validate/gpu_run.sh
@@ -7,15 +7,17 @@
 # Writes under $OUT (./out when unset), 6 files, 2 folders deep at most:
 #     results/<date>-<gpu>-calibrate.json   raw micro-benchmark figures
 #     presets/<base>.calibrated.toml        the calibrated preset (overlay on the datasheet one)
-#     results/<date>-<gpu>-bench.json       tilesim kernels vs PyTorch SDPA backends
 #     results/<date>-<gpu>.json             the validation grid, measured and predicted
-#     report.md                             accuracy from the stored predictions
+#     results/<date>-<gpu>-bench.json       tilesim kernels vs PyTorch SDPA backends
+#     report.md                             accuracy from the predictions stored on the day
 #     gpu_run.log                           everything printed
-# Copy results/* to validate/results/ and presets/* to hwmodels/presets/, then run
-# `tilesim report --update-baseline` on the CPU to record the accuracy figure.
+# Then, on the CPU: copy results/* to validate/results/ and presets/* to hwmodels/presets/,
+# and run `tilesim report --update-baseline` to record the accuracy figure.
 #
-# Budget: about 9 minutes in all (calibrate ~1.5, bench <= 2.5, validate <= 4.5).
-# GPU_RUN_QUICK=1 runs a small smoke version of each step (about 1.5 minutes).
+# Time: about 5 minutes, at most ~9.5 (every step has a soft budget, after which it
+# records the rest as skipped, and a hard limit, after which it is killed; its file
+# keeps every point finished). v3 runs in processes of its own: a hang in the
+# newest kernel costs only its own points. GPU_RUN_QUICK=1: a ~1.5-minute smoke run.
 # Only reads the GPU's settings (nvidia-smi queries); never changes them.
 set -uo pipefail
 OUT=${OUT:-out}
@@ -24,24 +26,30 @@ export PYTHONUNBUFFERED=1
 LOG="$OUT/gpu_run.log"
 : >"$LOG"
 say() { echo "$@" | tee -a "$LOG"; }
-run() {  # run a step with a hard time limit; its output goes to the terminal and the log
+run() {  # run a step under a hard time limit; its output goes to the terminal and the log
     local limit=$1
     shift
     say "+ $* (limit ${limit}s)"
-    timeout --signal=INT --kill-after=15 "$limit" "$@" 2>&1 | tee -a "$LOG"
+    timeout --signal=INT --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$LOG"
     local rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] || say "step exited with $rc"
     return 0
 }
+smi() {
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu,driver_version \
+        --format=csv 2>&1 | tee -a "$LOG"
+}
 
+NOT_V3="standard,v1,v2"
+SDPA="sdpa-math,sdpa-flash,sdpa-efficient,sdpa-cudnn"
 if [ "${GPU_RUN_QUICK:-0}" = 1 ]; then
-    CAL="--quick"
-    BENCH="--seqlens 4096 --head-dims 128 --time-budget-s 40"
-    VAL="--quick --seqlens 4096 --time-budget-s 40"
+    CAL="--quick"; CAL_T=60
+    VAL="--quick --seqlens 4096"; VAL_A="30 60"; VAL_B="20 40"
+    BENCH="--seqlens 4096 --head-dims 128"; BENCH_A="30 60"; BENCH_B="20 40"
 else
-    CAL=""
-    BENCH="--time-budget-s 130"
-    VAL="--time-budget-s 220"
+    CAL=""; CAL_T=100
+    VAL=""; VAL_A="135 170"; VAL_B="50 75"
+    BENCH=""; BENCH_A="95 125"; BENCH_B="25 45"
 fi
 
 read -r DATE SLUG BASE < <(python3 - <<'PY'
@@ -59,17 +67,28 @@ fi
 RES="$OUT/results/$DATE-$SLUG"
 CAL_PRESET="$OUT/presets/$BASE.calibrated.toml"
 say "tilesim GPU run: $DATE $SLUG (datasheet preset $BASE), commit ${TILESIM_GIT_COMMIT:-unknown}"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu,driver_version --format=csv 2>&1 | tee -a "$LOG"
+smi
 
-run 150 python3 -m tilesim calibrate $CAL --out "$RES-calibrate.json" --preset-out "$CAL_PRESET"
+run $CAL_T python3 -m tilesim calibrate $CAL --out "$RES-calibrate.json" --preset-out "$CAL_PRESET"
 # validate predicts with the calibrated preset too: put it where load_gpu finds it
 [ -f "$CAL_PRESET" ] && cp "$CAL_PRESET" hwmodels/presets/
-run 180 python3 -m tilesim bench $BENCH --out "$RES-bench.json"
-run 290 python3 -m tilesim validate $VAL --out "$RES.json"
+
+read -r soft hard <<<"$VAL_A"
+run $hard python3 -m tilesim validate $VAL --algos $NOT_V3 --time-budget-s $soft --out "$RES.a.json"
+read -r soft hard <<<"$VAL_B"
+run $hard python3 -m tilesim validate $VAL --algos v3 --time-budget-s $soft --out "$RES.b.json"
+python3 -m tilesim.validate.merge "$RES.json" "$RES.a.json" "$RES.b.json" 2>&1 | tee -a "$LOG"
+
+read -r soft hard <<<"$BENCH_A"
+run $hard python3 -m tilesim bench $BENCH --impls $NOT_V3,$SDPA --time-budget-s $soft --out "$RES-bench.a.json"
+read -r soft hard <<<"$BENCH_B"
+run $hard python3 -m tilesim bench $BENCH --impls v3 --time-budget-s $soft --out "$RES-bench.b.json"
+python3 -m tilesim.validate.merge "$RES-bench.json" "$RES-bench.a.json" "$RES-bench.b.json" 2>&1 | tee -a "$LOG"
+
 if [ -f "$RES.json" ]; then
-    python3 -m tilesim report "$RES.json" "$RES-bench.json" --stored --gpu-preset "$BASE" \
+    python3 -m tilesim report "$RES.json" --stored --gpu-preset "$BASE" \
         --markdown "$OUT/report.md" >/dev/null 2>>"$LOG" || say "report (stored predictions) failed"
 fi
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu,driver_version --format=csv 2>&1 | tee -a "$LOG"
+smi
 say "== summary"
 python3 -m tilesim.validate.summary "$OUT/results" 2>&1 | tee -a "$LOG"

@@ -22,7 +22,7 @@ from . import metadata, schema, timing
 from .grid import GridPoint
 from .predict import Job, pool, submit
 
-CHECKPOINT_EVERY = 8  # points between rewrites of the results file
+CHECKPOINT_EVERY = 1  # points between rewrites of the results file (a kill loses one point)
 MEMORY_MARGIN = 1.25  # scratch must fit in free memory with this margin
 
 
@@ -86,7 +86,7 @@ def run_validate(
                 schema.save_results(doc, out_path)
         for index, preset, fut in futures:
             try:
-                pred = fut.result(timeout=max(5.0, _remaining(t_start, time_budget_s, 60)))
+                pred = fut.result(timeout=max(5.0, _remaining(t_start, time_budget_s, 20)))
             except Exception as exc:  # a slow or failed prediction: recorded, not fatal
                 pred = {"error": timing.first_line(exc)}
             rows[index].setdefault("predictions", {})[preset] = pred

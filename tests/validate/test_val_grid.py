@@ -89,3 +89,10 @@ def test_sdpa_flash_schedule_is_fa2():
     assert (c128.block_m, c128.block_n, c128.mma_path) == (128, 64, "mma_sync")
     assert (c64.block_m, c64.block_n, c64.mma_path) == (128, 128, "mma_sync")
     assert grid.sdpa_flash_config(256) is None
+
+
+def test_v3_runs_last():
+    # a failure in the newest kernel must not cost the other algorithms' points
+    algos = [p.algo for p in grid.validate_grid(load_gpu("h200"))]
+    first_v3 = algos.index("v3")
+    assert set(algos[first_v3:]) == {"v3"}

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError
-from .common import JsonOpt, console, err_console, print_json
+from .common import JsonOpt, console, print_json
 
 FIDELITIES = ("fast", "detailed")
 
@@ -60,6 +60,14 @@ def report(
             "test holds the model to.",
         ),
     ] = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="Where --update-baseline writes [default: validate/results/accuracy.json].",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Accuracy of the model against measured kernel times (predictions recomputed, on CPU)."""
@@ -69,11 +77,9 @@ def report(
         raise TilesimError(f"unknown fidelity {fidelity!r} (choose fast or detailed)")
     if jobs < 1:
         raise TilesimError(f"--jobs must be at least 1, got {jobs}")
-    for path in (png, markdown):
+    for path in (png, markdown, baseline):
         if path is not None and not path.parent.is_dir():
             raise TilesimError(f"cannot write {path}: folder {str(path.parent)!r} does not exist")
-    if not json_out:
-        err_console.print("predicting the measured points...", style="dim")
     result = rep.build_report(files, gpu_preset, fidelity, jobs, stored)
     summary = result.summary()
     if markdown is not None:
@@ -83,7 +89,7 @@ def report(
     if png is not None:
         rep.write_png(result, png)
     if update_baseline:
-        summary["baseline"] = rep.write_baseline(result)
+        summary["baseline"] = rep.write_baseline(result, baseline)
     if json_out:
         summary["points_detail"] = [p.to_dict() for p in result.points + result.external]
         print_json(summary)
@@ -95,7 +101,7 @@ def report(
     if update_baseline:
         console.print(
             f"baseline: MAPE {summary['baseline']['mape_pct']:.2f}% written to "
-            f"{rep.baseline_path()}"
+            f"{baseline or rep.baseline_path()}"
         )
 
 

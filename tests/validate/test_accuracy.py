@@ -1,0 +1,60 @@
+"""The accuracy guard: the model must not predict the committed GPU measurements worse.
+
+Predictions are recomputed (fast fidelity, nothing cached) for every measured
+point in the validate files that ``validate/results/accuracy.json`` names, with
+the preset it names, and each algorithm's MAPE must stay within its committed
+figure + ``slack_pct`` (1 point); together these keep the overall MAPE within
+its committed figure + 1. One test per algorithm, so pytest-xdist runs them side
+by side. To accept a deliberate change of accuracy:
+``tilesim report --update-baseline`` (and commit accuracy.json).
+
+Skipped while no measurement file is committed yet.
+"""
+
+import pytest
+
+from tilesim.traces.workload import ALGOS
+from tilesim.validate import report, schema
+
+
+def _validate_files():
+    files = []
+    for path in sorted(report.RESULTS_DIR.glob("*.json")):
+        if path.name == schema.ACCURACY_FILE:
+            continue
+        doc = schema.load_json(path)
+        if isinstance(doc, dict) and doc.get("kind") == "validate":
+            files.append(path)
+    return files
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_accuracy_has_not_regressed(algo):
+    if not _validate_files():
+        pytest.skip("no GPU measurements committed in validate/results/ yet")
+    baseline = report.load_baseline()
+    assert baseline is not None, (
+        "validate/results/ holds measurements but no accuracy.json: run "
+        "`tilesim report --update-baseline` and commit it"
+    )
+    committed = baseline.get("by_algo", {}).get(algo)
+    if committed is None:
+        pytest.skip(f"the baseline has no measured {algo} point")
+    paths = [report.RESULTS_DIR / name for name in baseline["files"]]
+    missing = [p.name for p in paths if not p.exists()]
+    assert not missing, f"accuracy.json names files that are gone: {missing}"
+
+    result = report.build_report(paths, preset=baseline["preset"], fidelity="fast", algos=(algo,))
+    predicted = result.predicted()
+    # a point the model can no longer predict is a regression too
+    assert len(predicted) == committed["n"], (
+        f"{algo}: {len(predicted)} points predicted, the baseline had {committed['n']}: "
+        + "; ".join(f"{p.workload} {p.error}" for p in result.points if p.predicted_s is None)
+    )
+    mape = result.summary()["overall"]["mape_pct"]
+    limit = committed["mape_pct"] + baseline.get("slack_pct", report.BASELINE_SLACK_PCT)
+    assert mape <= limit, (
+        f"{algo}: MAPE {mape:.2f}% against the committed measurements is above the committed "
+        f"{committed['mape_pct']:.2f}% + slack; if the change is deliberate, run "
+        "`tilesim report --update-baseline`"
+    )

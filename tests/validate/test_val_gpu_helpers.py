@@ -1,0 +1,74 @@
+"""The CPU-side logic of the GPU commands: option parsing, repeated timing, tables."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tilesim.commands import gpu as gpu_cmd
+from tilesim.errors import TilesimError
+from tilesim.traces.workload import Workload
+from tilesim.validate import bench, calibrate, schema, timing
+
+
+def test_parse_impls():
+    assert bench.parse_impls(None) == bench.IMPLS
+    assert bench.parse_impls("v2, sdpa-flash,v2") == ("tilesim-v2", "sdpa-flash")
+    with pytest.raises(TilesimError, match="unknown implementation 'flash'"):
+        bench.parse_impls("flash")
+
+
+def test_parse_options():
+    assert gpu_cmd.parse_ints("512, 1024", "--seqlens", ()) == (512, 1024)
+    assert gpu_cmd.parse_ints(None, "--seqlens", (7,)) == (7,)
+    for bad in ("", "0", "a,b", "-4"):
+        with pytest.raises(TilesimError, match="--seqlens"):
+            gpu_cmd.parse_ints(bad, "--seqlens", ())
+    assert gpu_cmd.parse_mask("both") == (False, True)
+    with pytest.raises(TilesimError, match="--mask"):
+        gpu_cmd.parse_mask("half")
+
+
+def test_calibration_steps():
+    assert calibrate.check_steps(None) == calibrate.STEPS
+    assert calibrate.check_steps(["launch", "hbm"]) == ("hbm", "launch")  # run order kept
+    with pytest.raises(TilesimError, match="unknown calibration step"):
+        calibrate.check_steps(["disk"])
+
+
+def test_repeated_timing_keeps_the_fastest_median(monkeypatch):
+    times = iter([2e-3, 1.5e-3])
+    monkeypatch.setattr(timing, "bench_s", lambda fn, w, r: next(times))
+    assert timing.bench_repeat(None, 10, 40) == (1.5e-3, [2e-3, 1.5e-3])
+    # a long kernel is timed once: its one median already spans many runs
+    times = iter([0.5, 0.1])
+    assert timing.bench_repeat(None, 10, 40) == (0.5, [0.5])
+
+
+def test_scratch_sizes():
+    w = Workload(1, 16, 16384, 16384, 128)
+    assert timing.standard_scratch_bytes(w) == 2 * 16 * 16384 * 16384 * 2
+    assert timing.TOLERANCE["fp16"] < timing.TOLERANCE["bf16"] < timing.TOLERANCE["fp8"]
+
+
+def test_tflops_table():
+    doc = schema.new_results("bench", {})
+    w = Workload(4, 16, 4096, 4096, 128)
+    doc["measurements"] += [
+        schema.kernel_record("v2", w, None, "ok", time_s=1e-3, impl="tilesim-v2"),
+        schema.kernel_record(None, w, None, "error", impl="sdpa-cudnn", note="x"),
+    ]
+    header, rows = bench.tflops_table(doc)
+    assert header == ["d", "mask", "N", "tilesim-v2", "sdpa-cudnn"]
+    # 4·B·H·N²·d / 1 ms
+    assert rows == [
+        ["128", "full", "4096", f"{4 * 4 * 16 * 4096**2 * 128 / 1e-3 / 1e12:.0f}", "error"]
+    ]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_gpu_run_script_parses():
+    script = Path(__file__).resolve().parents[2] / "validate" / "gpu_run.sh"
+    r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,303 @@
+"""`tilesim report` on synthetic results files whose errors are known by construction.
+
+Measured times are made from the model's own predictions: measured = predicted /
+(1 + e), so the report's recomputed error for that point must be exactly e.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tilesim.hwmodels import load_gpu
+from tilesim.traces.config import default_config
+from tilesim.traces.workload import Workload
+from tilesim.validate import grid, merge, report, schema, summary
+from tilesim.validate.predict import predict_point
+
+META = {"device": {"name": "NVIDIA H200", "sm_count": 132}, "date": "2026-11-30"}
+SHAPES = {
+    "a": Workload(1, 2, 256, 256, 64),
+    "b": Workload(1, 2, 512, 512, 64, causal=True),
+}
+# the error each point is built to have, by (shape, algo)
+ERRORS = {
+    ("a", "standard"): 0.10,
+    ("a", "v1"): -0.20,
+    ("a", "v2"): 0.05,
+    ("a", "v3"): -0.05,
+    ("b", "standard"): 0.0,
+    ("b", "v1"): 0.30,
+    ("b", "v2"): -0.10,
+    ("b", "v3"): 0.15,
+}
+FLASH_ERROR = -0.2
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    gpu = load_gpu("h200")
+    root = tmp_path_factory.mktemp("results")
+    doc = schema.new_results("validate", META)
+    predicted = {}
+    for (shape, algo), e in ERRORS.items():
+        w = SHAPES[shape]
+        cfg = default_config(algo, w, gpu)
+        p = predict_point("h200", algo, w, cfg)["time_s"]
+        predicted[(shape, algo)] = p
+        # a stored prediction that is wrong on purpose: the report must not use it
+        doc["measurements"].append(
+            schema.kernel_record(
+                algo,
+                w,
+                cfg,
+                "ok",
+                time_s=p / (1 + e),
+                rel_error=1e-3,
+                predictions={"h200": {"time_s": 123.0}},
+            )
+        )
+    doc["measurements"].append(
+        schema.kernel_record(
+            "v2",
+            SHAPES["a"],
+            default_config("v2", SHAPES["a"], gpu),
+            "wrong",
+            rel_error=0.5,
+            note="wrong on purpose",
+        )
+    )
+    vpath = schema.save_results(doc, root / "2026-11-30-h200.json")
+
+    bench = schema.new_results("bench", META)
+    w = SHAPES["b"]
+    flash = predict_point("h200", "v2", w, grid.sdpa_flash_config(64))["time_s"]
+    bench["measurements"] += [
+        schema.kernel_record(
+            None, w, None, "ok", time_s=flash / (1 + FLASH_ERROR), impl="sdpa-flash"
+        ),
+        schema.kernel_record(None, w, None, "ok", time_s=1e-3, impl="sdpa-cudnn"),
+        schema.kernel_record(
+            "v2", w, default_config("v2", w, gpu), "ok", time_s=1e-3, impl="tilesim-v2"
+        ),
+    ]
+    bpath = schema.save_results(bench, root / "2026-11-30-h200-bench.json")
+    return {"validate": vpath, "bench": bpath, "predicted": predicted, "root": root}
+
+
+@pytest.fixture(scope="module")
+def rep(files):
+    return report.build_report([files["validate"], files["bench"]])
+
+
+def test_errors_are_recomputed_exactly(rep):
+    assert rep.preset == "h200_sxm_141gb"  # from the GPU named in the metadata
+    got = {(p.workload.seqlen_q, p.algo): p.rel_error for p in rep.points}
+    for (shape, algo), e in ERRORS.items():
+        assert got[(SHAPES[shape].seqlen_q, algo)] == pytest.approx(e, rel=1e-9, abs=1e-12)
+    s = rep.summary()
+    errs = list(ERRORS.values())
+    assert s["overall"]["n"] == len(errs) and s["points"] == len(errs)  # the wrong run is out
+    assert s["overall"]["mape_pct"] == pytest.approx(100 * sum(map(abs, errs)) / len(errs))
+    assert s["overall"]["signed_mean_pct"] == pytest.approx(100 * sum(errs) / len(errs))
+    assert s["overall"]["max_abs_pct"] == pytest.approx(30.0)
+    assert s["overall"]["max_abs_point"].startswith("v1 fp16 d=64 N=512 causal")
+    assert s["by_algo"]["v1"]["signed_mean_pct"] == pytest.approx(5.0)
+    assert s["by_algo"]["v1"]["mape_pct"] == pytest.approx(25.0)
+    assert list(s["by_algo"]) == ["standard", "v1", "v2", "v3"]
+    assert set(s["by_head_dim"]) == {"64"}
+    assert s["by_mask"]["causal"]["n"] == 4
+
+
+def test_speedup_ratio_errors(rep):
+    # predicted/measured ratio of t_den/t_num is (1 + e_den) / (1 + e_num)
+    r = rep.summary()["ratios"]
+    for num, den in report.RATIOS:
+        expect = [(1 + ERRORS[(s, den)]) / (1 + ERRORS[(s, num)]) - 1 for s in SHAPES]
+        got = r[f"{num}/{den}"]
+        assert got["n"] == 2
+        assert got["signed_mean_pct"] == pytest.approx(100 * sum(expect) / 2)
+        assert got["mean_abs_pct"] == pytest.approx(100 * sum(map(abs, expect)) / 2)
+
+
+def test_fastest_algorithm_share(rep, files):
+    agree = 0
+    for s in SHAPES:
+        algos = ["standard", "v1", "v2", "v3"]
+        pred = [files["predicted"][(s, a)] for a in algos]
+        meas = [files["predicted"][(s, a)] / (1 + ERRORS[(s, a)]) for a in algos]
+        agree += algos[pred.index(min(pred))] == algos[meas.index(min(meas))]
+    assert rep.summary()["fastest"] == {"agree": agree, "shapes": 2, "share": agree / 2}
+
+
+def test_sdpa_flash_predicted_as_fa2_schedule(rep):
+    ext = rep.summary()["external"]
+    assert list(ext) == ["sdpa-flash"]  # cudnn has no schedule; tilesim-v2 rows are not external
+    assert ext["sdpa-flash"]["n"] == 1
+    assert ext["sdpa-flash"]["signed_mean_pct"] == pytest.approx(100 * FLASH_ERROR)
+
+
+def test_spearman_is_perfect_when_errors_keep_the_order(files):
+    # the same file, but every point off by the same factor: ranks agree exactly
+    doc = schema.load_results(files["validate"])
+    for row in schema.ok_rows(doc):
+        row["time_s"] = 2.0 * files["predicted"][_key(row)]
+    path = schema.save_results(doc, files["root"] / "scaled.json")
+    s = report.build_report([path], preset="h200").summary()
+    assert s["overall"]["spearman"] == pytest.approx(1.0)
+    assert s["overall"]["mape_pct"] == pytest.approx(50.0)
+
+
+def _key(row):
+    shape = "a" if row["workload"]["seqlen_q"] == 256 else "b"
+    return (shape, row["algo"])
+
+
+def test_stored_predictions_only_on_request(files):
+    rep = report.build_report([files["validate"]], stored=True, preset="h200")
+    assert {p.predicted_s for p in rep.points} == {123.0}
+    with pytest.raises(Exception, match="drop --stored"):
+        report.write_baseline(rep, files["root"] / "acc.json")
+
+
+def test_algos_filter(files):
+    rep = report.build_report([files["validate"], files["bench"]], algos=("v1",))
+    assert {p.algo for p in rep.points} == {"v1"} and rep.external == []
+
+
+def test_png_and_markdown(rep, tmp_path):
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    png = report.write_png(rep, tmp_path / "acc.png")
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    img = mpimg.imread(png)
+    assert img.shape[0] > 400 and img.shape[1] > 400
+    assert float(np.std(img[..., :3])) > 0.05  # not a blank canvas
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["acc.png"]  # no temp file left
+
+    md = report.to_markdown(rep)
+    assert "| figure | value |" in md and "| MAPE |" in md
+    assert "| algo | dtype | d | N | mask |" in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ") and "| fp16 | 64 |" in ln]
+    assert len(rows) == len(ERRORS) + 1  # each point and the SDPA flash run
+
+
+def test_baseline_round_trip(rep, tmp_path):
+    doc = report.write_baseline(rep, tmp_path / "accuracy.json")
+    back = report.load_baseline(tmp_path / "accuracy.json")
+    assert back == doc
+    assert back["mape_pct"] == pytest.approx(rep.summary()["overall"]["mape_pct"], abs=1e-3)
+    assert back["by_algo"]["v1"] == {"n": 2, "mape_pct": 25.0}
+    assert back["files"] == ["2026-11-30-h200.json", "2026-11-30-h200-bench.json"]
+    assert report.load_baseline(tmp_path / "none.json") is None
+
+
+def test_default_paths_pick_the_newest_of_each_kind(tmp_path):
+    for name, kind in (
+        ("2026-01-01-h200.json", "validate"),
+        ("2026-02-01-h200.json", "validate"),
+        ("2026-01-15-h200-bench.json", "bench"),
+        ("2026-03-01-h200-calibrate.json", "calibrate"),
+    ):
+        schema.save_results(schema.new_results(kind, {}), tmp_path / name)
+    (tmp_path / "accuracy.json").write_text("{}")
+    assert [p.name for p in report.default_paths(tmp_path)] == [
+        "2026-02-01-h200.json",
+        "2026-01-15-h200-bench.json",
+    ]
+
+
+def test_merge_keeps_every_measurement(files, tmp_path):
+    a = schema.load_results(files["validate"])
+    b = json.loads(json.dumps(a))
+    b["metadata"]["nvidia_smi_after"] = {"clocks_sm_MHz": 1980.0}
+    merged = merge.merge([a, b])
+    assert len(merged["measurements"]) == 2 * len(a["measurements"])
+    assert merged["metadata"]["nvidia_smi_after"] == {"clocks_sm_MHz": 1980.0}
+    schema.check_results(merged, "merged")
+    with pytest.raises(Exception, match="different kinds"):
+        merge.merge([a, schema.new_results("bench", {})])
+    pa = schema.save_results(a, tmp_path / "a.json")
+    assert merge.main([str(tmp_path / "m.json"), str(pa), str(tmp_path / "absent.json")]) == 0
+    assert not pa.exists() and len(schema.load_results(tmp_path / "m.json")["measurements"]) == 9
+
+
+def test_run_summary_lines(files, capsys):
+    assert summary.main([str(files["root"])]) == 0
+    out = capsys.readouterr().out
+    assert "validate: 9 points (8 ok, 1 wrong)" in out
+    assert "wrong: v2 fp16 d=64 N=256" in out
+    assert "bench: 3 runs (3 ok)" in out
+
+
+# -- the CLI, end to end ------------------------------------------------------------------
+
+
+def run_tilesim(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "tilesim", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+def test_cli_report_writes_json_png_markdown(files, tmp_path):
+    r = run_tilesim(
+        "report",
+        files["validate"],
+        files["bench"],
+        "--json",
+        "--png",
+        tmp_path / "p.png",
+        "--markdown",
+        tmp_path / "r.md",
+        "--update-baseline",
+        "--baseline",
+        tmp_path / "acc.json",
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["overall"]["n"] == len(ERRORS)
+    assert out["baseline"]["mape_pct"] == pytest.approx(out["overall"]["mape_pct"], abs=1e-3)
+    assert len(out["points_detail"]) == len(ERRORS) + 1
+    for name in ("p.png", "r.md", "acc.json"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_cli_report_table(files):
+    r = run_tilesim("report", files["validate"], "--gpu-preset", "h200")
+    assert r.returncode == 0, r.stderr
+    assert "MAPE" in r.stdout and "Spearman" in r.stdout and "v2/standard" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["report", "/nonexistent/x.json"], "no such file"),
+        (["report", "FILE", "--gpu-preset", "h999"], "unknown GPU"),
+        (["report", "FILE", "--fidelity", "slow"], "unknown fidelity"),
+        (["report", "BENCH"], "no validate results"),
+        (["report", "FILE", "--png", "/nonexistent/dir/x.png"], "does not exist"),
+        (["bench"], "needs a CUDA GPU"),
+        (["calibrate"], "needs a CUDA GPU"),
+        (["validate", "--quick"], "needs a CUDA GPU"),
+        (["bench", "--seqlens", "1k"], "--seqlens takes comma-separated integers"),
+        (["bench", "--impls", "v9"], "unknown implementation"),
+        (["validate", "--algos", "v9"], "unknown algorithm"),
+        (["calibrate", "--only", "disk"], "unknown calibration step"),
+    ],
+)
+def test_cli_errors_are_one_line_exit_2(files, args, needle):
+    subst = {"FILE": files["validate"], "BENCH": files["bench"]}
+    r = run_tilesim(*[subst.get(a, a) for a in args])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
