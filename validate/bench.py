@@ -72,21 +72,22 @@ def run_bench(
     doc = schema.new_results("bench", meta)
     rows = doc["measurements"]
     t_start = time.perf_counter()
-    for i, shape in enumerate(shapes):
-        w = shape.workload
-        over = time_budget_s is not None and time.perf_counter() - t_start > time_budget_s
-        q, k, v, scales = timing.make_inputs(w, seed=1000 + i)
-        for impl in impls:
-            if over:
-                rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
-                continue
-            row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch)
+    with metadata.ClockSampler(interval_ms=100) as sampler:
+        for i, shape in enumerate(shapes):
+            w = shape.workload
+            over = time_budget_s is not None and time.perf_counter() - t_start > time_budget_s
+            q, k, v, scales = timing.make_inputs(w, seed=1000 + i)
+            for impl in impls:
+                if over:
+                    rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
+                    continue
+                row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler)
+                timing.release()
+                rows.append(row)
+                log(f"[{i + 1}/{len(shapes)}] {shape.label} {impl}: {_describe(row)}")
+            q = k = v = None
             timing.release()
-            rows.append(row)
-            log(f"[{i + 1}/{len(shapes)}] {shape.label} {impl}: {_describe(row)}")
-        q = k = v = None
-        timing.release()
-        schema.save_results(doc, out_path)
+            schema.save_results(doc, out_path)
     metadata.finish(meta)
     schema.save_results(doc, out_path)
     return doc
@@ -97,7 +98,7 @@ def _row(impl, w, config, status, **kw) -> dict:
     return schema.kernel_record(algo, w, config, status, impl=impl, **kw)
 
 
-def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
+def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) -> dict:
     config = out = None
     try:
         if impl.startswith("tilesim-"):
@@ -119,8 +120,9 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch) -> dict:
             err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype, out=out)
             if not err <= timing.TOLERANCE[w.dtype]:
                 return _row(impl, w, config, "wrong", rel_error=err, note=f"rel. error {err:.3g}")
+            t0 = time.perf_counter()
             t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
-        extra = {"time_medians_s": medians}
+        extra = {"time_medians_s": medians, "clock_sm_MHz": timing.clock_during(sampler, t0)}
         if impl == "tilesim-standard":
             extra["parts"] = _standard_parts(q, k, v, w.causal, config, warmup_ms, rep_ms)
         return _row(impl, w, config, "ok", time_s=t, rel_error=err, **extra)

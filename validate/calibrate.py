@@ -99,6 +99,12 @@ def pick_l2_bandwidth(curve: Sequence[dict], l2_bytes: int) -> dict | None:
     return max(fitting, key=lambda row: row["size_bytes"])
 
 
+def _how(row: dict) -> str:
+    """How a row was measured, for a source comment: method and sample count."""
+    n = len(row.get("samples") or [])
+    return f"{row.get('method', '')}, median of {n}" if n > 1 else row.get("method", "")
+
+
 def _clock_of(row: dict, fallback_hz: float) -> float:
     mhz = row.get("clock_MHz")
     return mhz * 1e6 if mhz else fallback_hz
@@ -174,7 +180,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
         put(
             field,
             per_clk,
-            f"{best['value']:.4g} FLOP/s best of {best['name']} ({best.get('method', '')}) / "
+            f"{best['value']:.4g} FLOP/s best of {best['name']} ({_how(best)}) / "
             f"({sm_count} SMs x {hz / 1e6:.0f} MHz)",
         )
 
@@ -189,8 +195,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             put(
                 field,
                 _sig(row["value"] / (sm_count * hz)),
-                f"{row['value']:.4g} {what} ({row.get('method', '')}) / ({sm_count} SMs x "
-                f"{hz / 1e6:.0f} MHz)",
+                f"{row['value']:.4g} {what} ({_how(row)}) / ({sm_count} SMs x {hz / 1e6:.0f} MHz)",
             )
 
     # -- HBM ------------------------------------------------------------------------------------
@@ -200,7 +205,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             continue
         eff = row["value"] / base.hbm_bandwidth_Bps
         text = (
-            f"{row['value']:.4g} B/s ({row.get('method', '')}) / {base.hbm_bandwidth_Bps:.4g} "
+            f"{row['value']:.4g} B/s ({_how(row)}) / {base.hbm_bandwidth_Bps:.4g} "
             "B/s datasheet peak"
         )
         if eff > 1:
@@ -231,7 +236,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             put(
                 field,
                 _sig(row["value"] * clock, 3),
-                f"pointer chase {row['value'] * 1e9:.0f} ns/hop ({row.get('method', '')}) x "
+                f"pointer chase {row['value'] * 1e9:.0f} ns/hop ({_how(row)}) x "
                 f"{clock / 1e6:.0f} MHz",
             )
 
@@ -240,7 +245,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
         put(
             "launch_overhead_s",
             _sig(row["value"], 3),
-            f"empty Triton kernel, do_bench median ({row.get('method', '')})",
+            _how(row),
         )
 
     gpu = dataclasses.replace(

@@ -15,6 +15,8 @@ import platform
 import re
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 # Queried fields, in order, and the key each value gets in the metadata.
@@ -198,3 +200,56 @@ def gpu_slug(device_name: str) -> str:
     if m:
         return m.group(1)
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "gpu"
+
+
+class ClockSampler:
+    """Samples ``nvidia-smi clocks.sm`` every ``interval_ms`` in the background.
+
+    Read-only: it queries the clock, never sets it. No nvidia-smi: no samples.
+    """
+
+    def __init__(self, interval_ms: int = 50):
+        self.interval_ms = interval_ms
+        self.samples: list[tuple[float, float]] = []  # (perf_counter, MHz)
+        self._proc = None
+        self._thread = None
+
+    def __enter__(self):
+        if shutil.which("nvidia-smi") is None:
+            return self
+        cmd = [
+            "nvidia-smi",
+            "--query-gpu=clocks.sm",
+            "--format=csv,noheader,nounits",
+            f"--loop-ms={self.interval_ms}",
+            "--id=0",
+        ]
+        try:
+            self._proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            )
+        except OSError:
+            return self
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            try:
+                self.samples.append((time.perf_counter(), float(line.strip())))
+            except ValueError:
+                continue
+
+    def __exit__(self, *exc):
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._thread.join(timeout=5)
+        return False
+
+    def between(self, t0: float, t1: float) -> list[float]:
+        return [mhz for t, mhz in self.samples if t0 <= t <= t1]

@@ -20,9 +20,6 @@ against torch before it is timed.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 
@@ -33,6 +30,7 @@ from triton.testing import do_bench
 
 from ..errors import TilesimError
 from .calibrate import GiB, MiB, measurement, median
+from .metadata import ClockSampler
 
 READ_BLOCK = 2048  # fp32 elements per CTA per step: 8 KiB, 16 B vector loads
 # Offsets are int32: buffers stay under 2^31 elements (8 GiB of fp32).
@@ -176,59 +174,6 @@ def time_calls(fn: Callable[[], object], min_time_s: float = 0.3, max_calls: int
     torch.cuda.synchronize()
     samples = [s.elapsed_time(e) * 1e-3 for s, e in events]
     return median(samples), samples
-
-
-class ClockSampler:
-    """Samples ``nvidia-smi clocks.sm`` every ``interval_ms`` in the background.
-
-    Read-only: it queries the clock, never sets it. No nvidia-smi: no samples.
-    """
-
-    def __init__(self, interval_ms: int = 50):
-        self.interval_ms = interval_ms
-        self.samples: list[tuple[float, float]] = []  # (perf_counter, MHz)
-        self._proc = None
-        self._thread = None
-
-    def __enter__(self):
-        if shutil.which("nvidia-smi") is None:
-            return self
-        cmd = [
-            "nvidia-smi",
-            "--query-gpu=clocks.sm",
-            "--format=csv,noheader,nounits",
-            f"--loop-ms={self.interval_ms}",
-            "--id=0",
-        ]
-        try:
-            self._proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-            )
-        except OSError:
-            return self
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-        return self
-
-    def _read(self) -> None:
-        for line in self._proc.stdout:
-            try:
-                self.samples.append((time.perf_counter(), float(line.strip())))
-            except ValueError:
-                continue
-
-    def __exit__(self, *exc):
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-            self._thread.join(timeout=5)
-        return False
-
-    def between(self, t0: float, t1: float) -> list[float]:
-        return [mhz for t, mhz in self.samples if t0 <= t <= t1]
 
 
 class Bench:

@@ -357,9 +357,9 @@ def to_markdown(report: Report) -> str:
         "| figure | value |",
         "|---|---|",
     ]
-    lines += [f"| {k} | {v} |" for k, v in summary_rows(summary)]
+    lines += [f"| {_md(k)} | {_md(v)} |" for k, v in summary_rows(summary)]
     lines += ["", "| by | group | n | MAPE | signed mean | max abs |", "|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(map(str, r)) + " |" for r in group_rows(summary)]
+    lines += ["| " + " | ".join(_md(x) for x in r) + " |" for r in group_rows(summary)]
     lines += [
         "",
         "| algo | dtype | d | N | mask | B | H | measured ms | predicted ms | error | bound |",
@@ -375,6 +375,11 @@ def to_markdown(report: Report) -> str:
             f"{p.bound or (p.error or '-')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _md(x) -> str:
+    """A markdown table cell: a literal ``|`` would split the cell."""
+    return str(x).replace("|", "\\|")
 
 
 MARKERS = {"standard": "o", "v1": "s", "v2": "^", "v3": "D", "sdpa-flash": "x"}

@@ -66,33 +66,34 @@ def run_validate(
     t_start = time.perf_counter()
     ex = pool(predict_workers) if predict_workers > 0 and presets else None
     futures: list[tuple[int, str, object]] = []
-    try:
-        for i, p in enumerate(points):
-            elapsed = time.perf_counter() - t_start
-            if time_budget_s is not None and elapsed > time_budget_s:
-                rows.append(
-                    _record(p, "skipped", note=f"time budget of {time_budget_s:.0f} s spent")
-                )
-                continue
-            row = _measure(p, i, attention, warmup_ms, rep_ms, torch)
-            timing.release()  # the point's inputs and scratch are garbage now
-            rows.append(row)
-            log(f"[{i + 1}/{len(points)} {elapsed:5.0f}s] {p.label}: {_describe(row)}")
-            if ex is not None and row["status"] == "ok":
-                for preset in presets:
-                    job = Job(preset, p.algo, p.workload, p.config)
-                    futures.append((len(rows) - 1, preset, submit(ex, job)))
-            if (i + 1) % CHECKPOINT_EVERY == 0:
-                schema.save_results(doc, out_path)
-        for index, preset, fut in futures:
-            try:
-                pred = fut.result(timeout=max(5.0, _remaining(t_start, time_budget_s, 20)))
-            except Exception as exc:  # a slow or failed prediction: recorded, not fatal
-                pred = {"error": timing.first_line(exc)}
-            rows[index].setdefault("predictions", {})[preset] = pred
-    finally:
-        if ex is not None:
-            ex.shutdown(wait=False, cancel_futures=True)
+    with metadata.ClockSampler(interval_ms=100) as sampler:
+        try:
+            for i, p in enumerate(points):
+                elapsed = time.perf_counter() - t_start
+                if time_budget_s is not None and elapsed > time_budget_s:
+                    rows.append(
+                        _record(p, "skipped", note=f"time budget of {time_budget_s:.0f} s spent")
+                    )
+                    continue
+                row = _measure(p, i, attention, warmup_ms, rep_ms, torch, sampler)
+                timing.release()  # the point's inputs and scratch are garbage now
+                rows.append(row)
+                log(f"[{i + 1}/{len(points)} {elapsed:5.0f}s] {p.label}: {_describe(row)}")
+                if ex is not None and row["status"] == "ok":
+                    for preset in presets:
+                        job = Job(preset, p.algo, p.workload, p.config)
+                        futures.append((len(rows) - 1, preset, submit(ex, job)))
+                if (i + 1) % CHECKPOINT_EVERY == 0:
+                    schema.save_results(doc, out_path)
+            for index, preset, fut in futures:
+                try:
+                    pred = fut.result(timeout=max(5.0, _remaining(t_start, time_budget_s, 20)))
+                except Exception as exc:  # a slow or failed prediction: recorded, not fatal
+                    pred = {"error": timing.first_line(exc)}
+                rows[index].setdefault("predictions", {})[preset] = pred
+        finally:
+            if ex is not None:
+                ex.shutdown(wait=False, cancel_futures=True)
     metadata.finish(meta)
     schema.save_results(doc, out_path)
     return doc
@@ -108,7 +109,7 @@ def _record(p: GridPoint, status: str, **kw) -> dict:
     return schema.kernel_record(p.algo, p.workload, p.config, status, group=p.group, **kw)
 
 
-def _measure(p: GridPoint, seed: int, attention, warmup_ms, rep_ms, torch) -> dict:
+def _measure(p: GridPoint, seed: int, attention, warmup_ms, rep_ms, torch, sampler) -> dict:
     w = p.workload
     if p.algo == "standard":
         need = timing.standard_scratch_bytes(w) * MEMORY_MARGIN
@@ -132,8 +133,10 @@ def _measure(p: GridPoint, seed: int, attention, warmup_ms, rep_ms, torch) -> di
                 rel_error=err,
                 note=f"rel. error {err:.3g} over {timing.TOLERANCE[w.dtype]:g}",
             )
+        t0 = time.perf_counter()
         t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
-        return _record(p, "ok", time_s=t, rel_error=err, time_medians_s=medians)
+        clock = timing.clock_during(sampler, t0)
+        return _record(p, "ok", time_s=t, rel_error=err, time_medians_s=medians, clock_sm_MHz=clock)
     except TilesimError as exc:  # the kernel refuses this point (e.g. an unsupported dtype)
         return _record(p, "skipped", note=timing.first_line(exc))
     except torch.cuda.OutOfMemoryError as exc:

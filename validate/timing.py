@@ -165,6 +165,15 @@ def bench_repeat(
     return min(medians), medians
 
 
+def clock_during(sampler, t0: float) -> float | None:
+    """Median SM clock (MHz) that ``sampler`` read since ``t0``; None without samples."""
+    import statistics
+    import time
+
+    clocks = sampler.between(t0, time.perf_counter())
+    return float(statistics.median(clocks)) if clocks else None
+
+
 def free_bytes() -> int:
     import torch
 

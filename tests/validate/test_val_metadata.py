@@ -47,3 +47,26 @@ def test_source_digest_is_stable_and_versions_present(monkeypatch):
     assert v["python"] and v["tilesim"]
     monkeypatch.setenv("TILESIM_GIT_COMMIT", "abc123")
     assert metadata.git_commit() == "abc123"
+
+
+def test_clock_sampler_reads_a_stream_of_clocks(tmp_path, monkeypatch):
+    import os
+    import time
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nwhile true; do echo 1755; echo '[N/A]'; sleep 0.02; done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    t0 = time.perf_counter()
+    with metadata.ClockSampler(interval_ms=20) as sampler:
+        time.sleep(0.3)
+    assert sampler.samples and {mhz for _, mhz in sampler.samples} == {1755.0}
+    assert sampler.between(t0, time.perf_counter())
+    assert sampler.between(0.0, t0) == []
+
+
+def test_clock_sampler_without_nvidia_smi(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with metadata.ClockSampler() as sampler:
+        pass
+    assert sampler.samples == []
