@@ -36,7 +36,7 @@ from .memory import (
     Memory,
 )
 from .prediction import RESOURCES, LaunchPrediction, Prediction, bound_of
-from .program import compile_launch
+from .program import compile_launch, single_load_tensors
 from .scheduler import LaunchRun
 from .sm import SM
 from .steps import StepTables
@@ -67,8 +67,9 @@ def simulate(
     overhead = gpu.s_to_cycles(gpu.launch_overhead_s)
 
     # Compile and plan every launch before any simulation: errors come first.
+    single = single_load_tensors(trace.launches)
     compiled = [
-        compile_launch(launch, trace.params, tensor_index, f"launches[{i}]")
+        compile_launch(launch, trace.params, tensor_index, f"launches[{i}]", single)
         for i, launch in enumerate(trace.launches)
     ]
 

@@ -175,6 +175,7 @@ class Node:
     group: tuple = ()  # Load / Store: the consecutive ops issued together with it (first only)
     ahead: int = 0  # Load: iterations it is issued ahead by a gating Wait (x@-k: k)
     use: int = 0  # Load: iterations after its own that its first use comes (min dep offset)
+    streaming: bool = False  # Load: each tile read once, by one CTA (see _set_streaming)
     loads: tuple = ()  # the Load nodes directly in the body (issued by the prefetcher)
     nested: bool = False  # the body holds another loop
     aliases: tuple = ()  # (role, name) defined inside, waited on from outside: alias at exit
@@ -204,18 +205,67 @@ class CompiledLaunch:
         return tuple(out)
 
 
-def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str) -> CompiledLaunch:
+def _work_dims(size_exprs: list, grid_sizes: tuple) -> frozenset:
+    """Grid dims along which the work of a CTA (a size or trip count) changes.
+
+    An expression may name a dim without depending on it in practice: a
+    partial-tile guard ``min(block_m, N_q - block_m*m)`` is block_m for every m
+    when N_q is a multiple of block_m. Each dim is sampled at its ends and
+    middle (the others at 0, loop variables at 0 and 1); a dim is a work dim if
+    any value changes. Wave sampling relies on this to find the period of the
+    grid (scheduler.period).
+    """
+    dims: set[int] = set()
+    ndim = len(grid_sizes)
+    for dim in range(ndim):
+        size = grid_sizes[dim]
+        picks = sorted({0, 1, size // 2, size - 2, size - 1} & set(range(size)))
+        for ce, depth in size_exprs:
+            if dim not in ce.grid or dim in dims:
+                continue
+            for loop_value in (0, 1):
+                L = [loop_value] * depth
+                values = set()
+                for x in picks:
+                    G = [0] * ndim
+                    G[dim] = x
+                    values.add(ce.fn(G, L))
+                if len(values) > 1:
+                    dims.add(dim)
+                    break
+    return frozenset(dims)
+
+
+def single_load_tensors(launches) -> frozenset:
+    """Tensors that exactly one Load op of the whole trace reads."""
+    count: dict[str, int] = {}
+
+    def walk(ops) -> None:
+        for op in ops:
+            if isinstance(op, Loop):
+                walk(op.body)
+            elif isinstance(op, Load):
+                count[op.tensor] = count.get(op.tensor, 0) + 1
+
+    for launch in launches:
+        for role in launch.program.roles:
+            walk(role.ops)
+    return frozenset(t for t, n in count.items() if n == 1)
+
+
+def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str,
+                   single_load: frozenset = frozenset()) -> CompiledLaunch:
     grid_names = tuple(name for name, _ in launch.grid)
     grid_sizes = tuple(size for _, size in launch.grid)
     roles = launch.program.roles
     defs = [_definitions(role.ops, 0, {}) for role in roles]  # role -> {name: depth}
-    size_dims: set[int] = set()
+    size_exprs: list = []  # (CExpr, loop depth) of sizes and trip counts that read the grid
     tile_dims: list[frozenset] = []
     compiled_roles = []
     waited_outside: set[tuple[int, str]] = set()
     for r, role in enumerate(roles):
         scope = Scope(params, {n: i for i, n in enumerate(grid_names)}, [], f"{where}.{role.name}")
-        ctx = _Ctx(r, defs, scope, tensor_index, size_dims, tile_dims, waited_outside)
+        ctx = _Ctx(r, defs, scope, tensor_index, size_exprs, tile_dims, waited_outside)
         compiled_roles.append((role.name, ctx.block(role.ops, 0)))
     # Loops alias the events of their last iteration for waiters outside them.
     for _, nodes in compiled_roles:
@@ -224,6 +274,9 @@ def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str)
     uses: dict = {}
     for _, nodes in compiled_roles:
         _collect_uses(nodes, uses)
+    all_dims = frozenset(range(len(grid_sizes)))
+    for _, nodes in compiled_roles:
+        _set_streaming(nodes, all_dims, single_load)
     for r, (_, nodes) in enumerate(compiled_roles):
         _set_uses(nodes, r, uses)
     return CompiledLaunch(
@@ -231,7 +284,7 @@ def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str)
         grid_names=grid_names,
         grid_sizes=grid_sizes,
         roles=tuple(compiled_roles),
-        size_grid_dims=frozenset(size_dims),
+        size_grid_dims=_work_dims(size_exprs, grid_sizes),
         load_tile_grid_dims=tuple(tile_dims),
     )
 
@@ -287,6 +340,30 @@ def _set_uses(nodes, role: int, uses: dict) -> None:
                 m.use = uses.get((role, m.id), 0)
 
 
+def _set_streaming(nodes, all_dims: frozenset, single_load: frozenset) -> None:
+    """Mark loads whose every tile is read once by one CTA, and by nothing else.
+
+    Such a load (standard attention's P tiles in O = P V, v1's K_j and V_j) sits
+    in one loop, names every grid coordinate and the loop variable in its tile,
+    and its tensor is read by no other Load of the trace. (Deeper loads are left
+    alone: v1's causal Q_{i + first(j)} names both loop variables yet is read
+    again for every j.) Its tiles always miss and are
+    never looked up again, so a macro-step may insert them into L2 as one entry:
+    adjacent in LRU order either way, one dict operation instead of c.
+    """
+    for node in nodes:
+        if node.kind == OP_LOOP:
+            _set_streaming(node.body, all_dims, single_load)
+        elif node.kind == OP_LOAD:
+            for m in node.group:
+                m.streaming = (
+                    m.tensor in single_load
+                    and m.key.grid == all_dims
+                    and m.depth == 1
+                    and m.key.depths == frozenset((0,))
+                )
+
+
 def _role_of(compiled_roles, nodes) -> int:
     for i, (_, n) in enumerate(compiled_roles):
         if n is nodes:
@@ -323,18 +400,19 @@ def _set_aliases(nodes, waited_outside: set, role: int) -> set:
 
 
 class _Ctx:
-    def __init__(self, role, defs, scope, tensor_index, size_dims, tile_dims, waited_outside):
+    def __init__(self, role, defs, scope, tensor_index, size_exprs, tile_dims, waited_outside):
         self.role = role
+        self.size_exprs = size_exprs
         self.defs = defs
         self.scope = scope
         self.tensor_index = tensor_index
-        self.size_dims = size_dims
         self.tile_dims = tile_dims
         self.waited_outside = waited_outside
 
     def size(self, *exprs) -> CExpr:
         c = compile_exprs(exprs, self.scope)
-        self.size_dims |= c.grid
+        if c.grid:
+            self.size_exprs.append((c, len(self.scope.loop_vars)))
         return c
 
     def deps(self, deps: tuple, depth: int) -> tuple:
@@ -377,12 +455,8 @@ class _Ctx:
             return Node(OP_STORE, depth, deps=self.deps(op.deps, depth), tensor=op.tensor,
                         key=key, nbytes=self.size(op.nbytes))
         if isinstance(op, Mma):
-            flops = self.size(f"2*({op.m})*({op.n})*({op.k})")
-            if flops.const is None:
-                # clamp negative sizes to empty work, as a loop with trips <= 0 runs nothing
-                fn = flops.fn
-                flops = CExpr(None, lambda G, L, _f=fn: max(_f(G, L), 0), flops.depths,
-                              flops.grid)
+            # negative sizes are empty work, as a loop with trips <= 0 runs nothing
+            flops = self.size(f"max(0, 2*({op.m})*({op.n})*({op.k}))")
             return Node(OP_MMA, depth, deps=self.deps(op.deps, depth), id=op.id,
                         async_=op.async_, flops=flops, dtype=op.dtype)
         if isinstance(op, Vector):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from simpy.core import NORMAL
 from simpy.events import PENDING as _PENDING
-from simpy.events import Event, Timeout
+from simpy.events import Event
 
 from .memory import (
     C_EXP,
@@ -221,7 +221,13 @@ class Executor:
                 now = env._now
                 mult = st.mult
                 if kind == OP_MMA:
-                    flops = _sum(node.flops, G, L, d, a, cnt) * mult
+                    ce = node.flops
+                    if ce.fn is None:
+                        flops = ce.const * cnt * mult
+                    elif cnt == 1:
+                        flops = ce.fn(G, L) * mult
+                    else:
+                        flops = _sum(ce, G, L, d, a, cnt) * mult
                     busy = flops / self.tensor_rate[node.dtype]
                     start = sm.tensor_free if sm.tensor_free > now else now
                     end = start + busy
@@ -231,8 +237,12 @@ class Executor:
                     if sm.log is not None and busy:
                         sm.log.append((P_TENSOR, start, end, cta.label))
                 else:
-                    exp = _sum(node.exp, G, L, d, a, cnt) * mult
-                    fp32 = _sum(node.fp32, G, L, d, a, cnt) * mult
+                    ce = node.exp
+                    exp = (ce.const * cnt if ce.fn is None else
+                           ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
+                    ce = node.fp32
+                    fp32 = (ce.const * cnt if ce.fn is None else
+                            ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
                     end = now
                     if exp:
                         busy = exp * self.sfu_cost
@@ -264,7 +274,11 @@ class Executor:
                             self._mark(cta, key)
                     continue
                 if end > now:
-                    yield Timeout(env, end - now)
+                    ev = Event(env)
+                    ev._ok = True
+                    ev._value = None
+                    env.schedule(ev, NORMAL, end - now)
+                    yield ev
                 if node.id is not None:
                     self._mark(cta, (st.role, node.id, ptup))
             elif kind == OP_LOAD:
@@ -389,6 +403,10 @@ class Executor:
                     extra += nb - nb / cnt
                 else:
                     items.append((key.value(G, L), nb))
+                continue
+            if node.streaming:  # one L2 entry for the step's tiles (program._set_streaming)
+                nb = _sum(node.nbytes, G, L, d, a, cnt)
+                items.append(((key.value(G, L), cnt), nb))
                 continue
             ckey = (tuple([G[i] for i in node.gsel]), tuple(L[:d]), a, cnt)
             tiles = node.cache.get(ckey)

@@ -47,6 +47,10 @@ FIDELITIES = ("fast", "detailed")
 HEAD = 2  # exact iterations at the start of a coalesced loop (>= num_stages - 1 = 2)
 TAIL = 1  # exact iterations at the end
 MACRO = 4  # macro-steps in between
+# A loop holding another loop: its macro-steps scale the inner loop's work instead
+# of replaying it, so few steps suffice (and each of its steps costs a whole inner
+# loop): one exact iteration at each end, two macro-steps, no ramp.
+OUTER_HEAD, OUTER_TAIL, OUTER_MACRO = 1, 1, 2
 
 
 class StepTable:
@@ -85,11 +89,14 @@ class StepTables:
         key = (trips, nested)
         table = self._cache.get(key)
         if table is None:
-            table = self._cache[key] = StepTable(*self._cut(trips))
+            table = self._cache[key] = StepTable(*self._cut(trips, nested))
         return table
 
-    def _cut(self, trips: int) -> tuple[list, list]:
-        head, tail, macro = self.head, self.tail, self.macro
+    def _cut(self, trips: int, nested: bool) -> tuple[list, list]:
+        if nested:
+            head, tail, macro, ramp = OUTER_HEAD, OUTER_TAIL, OUTER_MACRO, False
+        else:
+            head, tail, macro, ramp = self.head, self.tail, self.macro, True
         if self.fidelity == "detailed" or trips < head + tail + 2 * macro:
             return list(range(trips)), [1] * trips
         middle = trips - head - tail
@@ -99,7 +106,7 @@ class StepTables:
         # before it, so a step may be at most twice the one before it without
         # asking the memory system for more than twice the kernel's real rate.
         size = 2
-        while size < steady and middle - sum(sizes) > size + steady:
+        while ramp and size < steady and middle - sum(sizes) > size + steady:
             sizes.append(size)
             size *= 2
         rest = middle - sum(sizes)
