@@ -1,0 +1,443 @@
+"""`tilesim explain | roofline | gantt | whatif`: the story, the pictures and the sweeps.
+
+Workload defaults follow the FlashAttention papers' benchmarks: 16k tokens per
+batch and H·d = 2048 (so ``-n 4096 -d 128`` is batch 4 x 16 heads); ``-b`` and
+``-H`` override them.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+
+from ..errors import TilesimError
+from ..hwmodels import GPU
+from ..runner import DEFAULT_CACHE_DIR, Job, default_workers, run_jobs
+from ..simulator import FIDELITIES, simulate
+from ..traces import build
+from ..traces.config import check_algo
+from ..traces.workload import ALGOS, Workload
+from .common import (
+    DEFAULT_DTYPE,
+    DEFAULT_GPU,
+    DEFAULT_HEAD_DIM,
+    DEFAULT_SEQLEN,
+    CausalOpt,
+    DtypeOpt,
+    GpuOpt,
+    JsonOpt,
+    SeqlenKvOpt,
+    SeqlenOpt,
+    SetOpt,
+    console,
+    err_console,
+    gpu_from_options,
+    print_json,
+)
+
+_NO_DEFAULT = {"show_default": False}
+BatchOpt = Annotated[
+    int | None,
+    typer.Option("--batch", "-b", help="Batch size [default: 16k tokens / N].", **_NO_DEFAULT),
+]
+HeadsOpt = Annotated[
+    int | None,
+    typer.Option("--heads", "-H", help="Attention heads [default: 2048 / d].", **_NO_DEFAULT),
+]
+HeadDimOpt = Annotated[int, typer.Option("--head-dim", "-d", help="Head dimension (64, 128, 256).")]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option("--jobs", "-j", help="Worker processes [default: CPU cores].", **_NO_DEFAULT),
+]
+FidelityOpt = Annotated[
+    str, typer.Option("--fidelity", help=f"Simulation fidelity: {', '.join(FIDELITIES)}.")
+]
+CacheDirOpt = Annotated[
+    Path | None,
+    typer.Option("--cache-dir", help=f"Prediction cache [default: {DEFAULT_CACHE_DIR}].",
+                 **_NO_DEFAULT),
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+AlgosOpt = Annotated[
+    str | None,
+    typer.Option("--algos", help="Comma-separated algorithms [default: all that apply].",
+                 **_NO_DEFAULT),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain)
+    app.command("roofline")(roofline)
+    app.command("gantt")(gantt)
+    app.command("whatif")(whatif)
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _workload(gpu: GPU, seqlen: int, seqlen_kv: int | None, head_dim: int, batch: int | None,
+              heads: int | None, causal: bool, dtype: str) -> Workload:
+    from ..explain import main_workload
+
+    return main_workload(gpu, seqlen, head_dim, batch, heads, causal, dtype.strip().lower(),
+                         seqlen_kv)
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise TilesimError(f"{option} expects comma-separated integers, got {text!r}") from None
+    if not values:
+        raise TilesimError(f"{option} expects at least one value")
+    return values
+
+
+def _algos(text: str | None, gpu: GPU, workload: Workload) -> list[str]:
+    """The algorithms asked for, or all that run on this GPU and dtype."""
+    if text is None:
+        out = []
+        for a in ALGOS:
+            try:
+                check_algo(a, workload, gpu)
+            except TilesimError:
+                continue
+            out.append(a)
+        return out
+    algos = [a.strip() for a in text.split(",") if a.strip()]
+    for a in algos:
+        if a not in ALGOS:
+            raise TilesimError(f"unknown algorithm {a!r} (choose from {', '.join(ALGOS)})")
+    if not algos:
+        raise TilesimError("--algos lists no algorithm")
+    return algos
+
+
+def _workers(jobs: int | None) -> int:
+    if jobs is not None and jobs < 1:
+        raise TilesimError(f"--jobs must be at least 1, got {jobs}")
+    return jobs or default_workers()
+
+
+def _fidelity(fidelity: str) -> str:
+    if fidelity not in FIDELITIES:
+        raise TilesimError(f"unknown fidelity {fidelity!r} (choose from {', '.join(FIDELITIES)})")
+    return fidelity
+
+
+def _out_path(out: Path) -> Path:
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise TilesimError(f"cannot write {str(out)!r}: directory {str(parent)!r} does not exist")
+    return out
+
+
+# -- explain ------------------------------------------------------------------------------
+
+
+def explain(
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    batch: BatchOpt = None,
+    heads: HeadsOpt = None,
+    seqlen: SeqlenOpt = DEFAULT_SEQLEN,
+    seqlen_kv: SeqlenKvOpt = None,
+    head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    as_json: JsonOpt = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
+    jobs: JobsOpt = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option("--cache-dir", help="Reuse predictions cached in this folder.",
+                     **_NO_DEFAULT),
+    ] = None,
+    fidelity: FidelityOpt = "fast",
+) -> None:
+    """Why attention is bandwidth-bound and what FlashAttention v1, v2, v3 change.
+
+    Every claim carries this GPU's and this shape's simulated numbers.
+    """
+    from ..explain import build_explanation
+    from ..explain_render import render_markdown, render_rich
+
+    if as_json and markdown:
+        raise TilesimError("choose one of --json and --markdown")
+    hw = gpu_from_options(gpu, sets)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
+    expl = build_explanation(hw, w, workers=_workers(jobs), cache_dir=cache_dir,
+                             progress=not (as_json or markdown), fidelity=_fidelity(fidelity))
+    if as_json:
+        print_json(expl.to_dict())
+    elif markdown:
+        console.file.write(render_markdown(expl))
+    else:
+        render_rich(expl, console)
+
+
+# -- roofline -----------------------------------------------------------------------------
+
+
+def roofline(
+    out: Annotated[Path, typer.Option("--out", "-o", help="PNG (or .svg/.pdf) to write.")],
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    batch: BatchOpt = None,
+    heads: HeadsOpt = None,
+    seqlen: SeqlenOpt = DEFAULT_SEQLEN,
+    seqlen_kv: SeqlenKvOpt = None,
+    head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    algos: AlgosOpt = None,
+    results: Annotated[
+        list[Path] | None,
+        typer.Option("--results", help="validate/bench results JSON with measured points "
+                     "[default: validate/results/*.json of this GPU].", **_NO_DEFAULT),
+    ] = None,
+    as_json: JsonOpt = False,
+    jobs: JobsOpt = None,
+    fidelity: FidelityOpt = "fast",
+) -> None:
+    """Roofline plot with one point per algorithm (hollow predicted, filled measured).
+
+    Roofs: HBM, L2, shared memory (slanted); tensor cores, FP32, SFU (flat).
+    """
+    from ..plots import RooflinePoint
+    from ..plots import roofline as draw
+
+    hw = gpu_from_options(gpu, sets)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
+    names = _algos(algos, hw, w)
+    _out_path(out)
+    outcomes, _ = run_jobs([Job(hw, a, w, fidelity=_fidelity(fidelity)) for a in names],
+                           workers=_workers(jobs), progress=not as_json)
+    points, rows = [], []
+    for algo, o in zip(names, outcomes, strict=True):
+        if o.prediction is None:
+            rows.append({"algo": algo, "error": o.error})
+            continue
+        p = o.prediction
+        x = p.matmul_flops / p.hbm_bytes if p.hbm_bytes else 0.0
+        points.append(RooflinePoint(algo, x, p.tflops))
+        rows.append({"algo": algo, "intensity_flop_per_byte": x, "tflops": p.tflops,
+                     "bound": p.bound, "measured_tflops": None})
+    measured = measured_points(hw, w, results)
+    for row in rows:
+        m = measured.get(row["algo"])
+        if m is not None and "tflops" in row:
+            row["measured_tflops"] = m
+            points.append(RooflinePoint(row["algo"], row["intensity_flop_per_byte"], m, True))
+    draw(hw, points, out, title=f"{hw.display_name}: B={w.batch} H={w.heads} N={w.seqlen_q} "
+         f"d={w.head_dim} {w.dtype}{' causal' if w.causal else ''}")
+    if as_json:
+        print_json({"gpu": hw.name, "workload": w.to_dict(), "points": rows, "out": str(out)})
+        return
+    table = Table(box=box.SIMPLE)
+    for col in ("algo", "FLOP/byte", "TFLOPS", "measured", "bound"):
+        table.add_column(col)
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["algo"], "-", "-", "-", row["error"])
+            continue
+        m = row["measured_tflops"]
+        table.add_row(row["algo"], f"{row['intensity_flop_per_byte']:.1f}", f"{row['tflops']:.0f}",
+                      "-" if m is None else f"{m:.0f}", row["bound"])
+    console.print(table)
+    console.print(f"wrote {out}")
+
+
+def measured_points(gpu: GPU, w: Workload, paths: list[Path] | None) -> dict[str, float]:
+    """algo -> measured TFLOPS of this shape on this GPU, from validate/bench results files.
+
+    Given paths are read (a bad file is an error); without them the committed
+    ``validate/results/*.json`` are searched and unreadable ones skipped.
+    """
+    from ..validate import schema
+    from ..validate.calibrate import base_preset_for
+
+    explicit = paths is not None
+    if not explicit:
+        from ..validate.report import RESULTS_DIR
+
+        paths = [Path(p) for p in sorted(glob.glob(str(RESULTS_DIR / "*.json")))]
+    base = gpu.name.split("+")[0].removesuffix(".calibrated")
+    found: dict[str, list[float]] = {}
+    for path in paths:
+        try:
+            doc = schema.load_results(path)
+        except TilesimError:
+            if explicit:
+                raise
+            continue
+        if doc["kind"] not in ("validate", "bench"):
+            continue
+        device = (doc["metadata"].get("device") or {}).get("name", "")
+        try:
+            preset = base_preset_for(device)
+        except TilesimError:
+            continue
+        if not base.startswith(preset):
+            continue
+        for row in schema.ok_rows(doc):
+            algo = row.get("algo")
+            impl = row.get("impl")
+            if impl is not None and not str(impl).startswith("tilesim-"):
+                continue  # PyTorch's kernels are not our algorithms
+            if algo not in ALGOS or row.get("workload") != w.to_dict():
+                continue
+            flops = row.get("flops") or schema.attention_flops(w)
+            found.setdefault(algo, []).append(flops / row["time_s"] / 1e12)
+    # the median of repeated measurements of one point
+    return {a: sorted(v)[len(v) // 2] for a, v in sorted(found.items())}
+
+
+# -- gantt --------------------------------------------------------------------------------
+
+
+def gantt(
+    out: Annotated[Path, typer.Option("--out", "-o", help="PNG (or .svg/.pdf) to write.")],
+    algo: Annotated[
+        list[str] | None,
+        typer.Option("--algo", "-a", help="Algorithm(s): repeat or comma-separate for one "
+                     "panel each, e.g. --algo v2,v3 [default: v2,v3 on Hopper, else v2].",
+                     **_NO_DEFAULT),
+    ] = None,
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    batch: Annotated[int, typer.Option("--batch", "-b", help="Batch size.")] = 1,
+    heads: Annotated[int, typer.Option("--heads", "-H", help="Attention heads.")] = 4,
+    seqlen: Annotated[int, typer.Option("--seqlen", "-n", help="Sequence length.")] = 2048,
+    seqlen_kv: SeqlenKvOpt = None,
+    head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    sms: Annotated[int, typer.Option("--sms", help="SMs to draw.")] = 4,
+    window: Annotated[
+        str | None,
+        typer.Option("--window", help="START:END in µs [default: a steady-state stretch].",
+                     **_NO_DEFAULT),
+    ] = None,
+    fidelity: Annotated[
+        str, typer.Option("--fidelity", help="detailed draws every iteration; fast coalesces.")
+    ] = "detailed",
+) -> None:
+    """Gantt chart of the first SMs' pipes over time, one panel per algorithm.
+
+    v2's serial GEMM -> softmax -> GEMM against v3's overlap, under HBM/L2 throughput.
+    """
+    from ..plots import gantt as draw
+    from ..plots import parse_window
+
+    hw = gpu_from_options(gpu, sets)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
+    names = [a.strip() for item in (algo or []) for a in item.split(",") if a.strip()]
+    if not names:
+        names = ["v2", "v3"] if hw.has_tma and hw.has_wgmma else ["v2"]
+    span = parse_window(window)
+    _out_path(out)
+    preds = []
+    for a in names:
+        preds.append(simulate(build(a, w, hw), hw, _fidelity(fidelity), timeline=True,
+                              timeline_sms=sms))
+    draw(preds, out, sms=sms, window=span)
+    for p in preds:
+        console.print(f"{p.algo}: {p.time_s * 1e6:.1f} µs, {p.tflops:.0f} TFLOPS, bound: "
+                      f"{p.bound}")
+    console.print(f"wrote {out}")
+
+
+# -- whatif -------------------------------------------------------------------------------
+
+
+def whatif(
+    vary: Annotated[
+        list[str],
+        typer.Option("--vary", help="KEY=V1,V2,... a hardware field and its values, e.g. "
+                     "hbm_bandwidth_Bps=0.5x,1x,2x (repeatable: the product is swept)."),
+    ],
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    algos: Annotated[str, typer.Option("--algos", help="Comma-separated algorithms.")] = (
+        "standard,v2"),
+    seqlens: Annotated[
+        str, typer.Option("--seqlens", "-n", help="Comma-separated sequence lengths.")
+    ] = str(DEFAULT_SEQLEN),
+    head_dims: Annotated[
+        str, typer.Option("--head-dim", "-d", help="Comma-separated head dims.")
+    ] = str(DEFAULT_HEAD_DIM),
+    batch: BatchOpt = None,
+    heads: HeadsOpt = None,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    as_json: JsonOpt = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a speed-up plot (PNG).", **_NO_DEFAULT)
+    ] = None,
+    jobs: JobsOpt = None,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="Dask: tcp://host:8786 (a running scheduler) or "
+                     "local-dask (a local cluster); needs tilesim[cluster].", **_NO_DEFAULT),
+    ] = None,
+    fidelity: FidelityOpt = "fast",
+) -> None:
+    """What if the hardware changed? Sweep hardware fields x algorithms x shapes.
+
+    Speed-ups vs the unmodified GPU; runs on local processes or Dask; cached, so it resumes.
+    """
+    from ..plots import whatif_plot
+    from ..whatif import parse_vary, run_sweep, shapes
+
+    hw = gpu_from_options(gpu, sets)
+    varies = parse_vary(vary, hw)
+    names = _algos(algos, hw, Workload(1, 1, 1, 1, 64))
+    workloads = shapes(_int_list(seqlens, "--seqlens"), _int_list(head_dims, "--head-dim"),
+                       batch=batch, heads=heads, causal=causal, dtype=dtype.strip().lower())
+    if plot is not None:
+        _out_path(plot)
+    if no_cache and cache_dir is not None:
+        raise TilesimError("choose one of --cache-dir and --no-cache")
+    cache = None if no_cache else (cache_dir or Path(DEFAULT_CACHE_DIR))
+    result = run_sweep(hw, varies, names, workloads, fidelity=_fidelity(fidelity),
+                       workers=_workers(jobs), scheduler=scheduler, cache_dir=cache,
+                       progress=True)
+    st = result.stats
+    err_console.print(
+        f"{st.jobs} predictions: {st.simulated} simulated, {st.cached} from the cache"
+        + (f" ({cache})" if cache is not None else "") + f", {st.failed} failed",
+        highlight=False,
+    )
+    if plot is not None:
+        whatif_plot(result, plot)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    _print_sweep(result)
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
+def _print_sweep(result) -> None:
+    table = Table(title=f"What if: {result.gpu}", box=box.SIMPLE)
+    keys = [v.key for v in result.varies]
+    for col in ["N", "d", "algo", *keys, "time", "TFLOPS", "bound", "speed-up"]:
+        table.add_column(col, justify="right" if col not in ("algo", "bound") else "left")
+    for r in result.rows:
+        settings = [r["settings"][k] for k in keys]
+        if r["error"]:
+            table.add_row(str(r["seqlen"]), str(r["head_dim"]), r["algo"], *settings,
+                          "-", "-", f"error: {r['error']}", "-")
+            continue
+        speed = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        table.add_row(str(r["seqlen"]), str(r["head_dim"]), r["algo"], *settings,
+                      f"{r['time_s'] * 1e3:.3f} ms", f"{r['tflops']:.0f}", r["bound"], speed)
+    console.print(table)

@@ -1,0 +1,114 @@
+"""Renderings of an `Explanation`: rich text for the terminal, and Markdown.
+
+Both print the same sections and the same side-by-side table; the numbers are
+the explanation's own (rounded for reading; ``--json`` keeps them whole).
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .explain import Explanation, fmt_bytes, fmt_time
+
+TABLE_COLUMNS = (
+    ("algorithm", "algo"),
+    ("S/P through HBM", "score_hbm_bytes"),
+    ("extra memory", "extra_bytes"),
+    ("CTAs (per launch)", "ctas"),
+    ("waves", "waves"),
+    ("hardware features", "features"),
+    ("precision", "precision"),
+    ("time", "time_s"),
+    ("TFLOPS", "tflops"),
+    ("bound", "bound"),
+)
+
+
+def table_cells(row: dict) -> list[str]:
+    """The table row as text, in TABLE_COLUMNS order."""
+    if row.get("time_s") is None:
+        return [_algo(row), f"not predicted: {row.get('error')}"] + [""] * (
+            len(TABLE_COLUMNS) - 2
+        )
+    extra = fmt_bytes(row["extra_bytes"])
+    if row["extra_tensors"]:
+        extra += f" ({', '.join(row['extra_tensors'])})"
+    return [
+        _algo(row),
+        fmt_bytes(row["score_hbm_bytes"]) if row["score_hbm_bytes"] else "0",
+        extra,
+        " + ".join(_count(n) for n in row["ctas"]),
+        str(row["waves"]),
+        ", ".join(row["features"]),
+        row["precision"],
+        fmt_time(row["time_s"]),
+        f"{row['tflops']:.0f}",
+        row["bound"],
+    ]
+
+
+def _algo(row: dict) -> str:
+    return row["algo"].replace("_", " ")
+
+
+def _count(n: int) -> str:
+    """CTA counts, short: 4096, 131k, 1.05M."""
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1e3:.0f}k"
+    return f"{n / 1e6:.3g}M"
+
+
+PRECISION_NOTE = "softmax statistics and accumulators are fp32 in every algorithm"
+
+
+def _title(expl: Explanation) -> str:
+    w = expl.workload
+    mask = ", causal" if w["causal"] else ""
+    return (f"Attention on the {expl.gpu_display}: B={w['batch']} H={w['heads']} "
+            f"N={w['seqlen_q']} d={w['head_dim']} {w['dtype']}{mask}")
+
+
+def render_rich(expl: Explanation, console: Console) -> None:
+    console.print(Text(_title(expl), style="bold"))
+    for i, s in enumerate(expl.sections):
+        body = Group(*(Text(p) for p in _spaced(s.paragraphs)))
+        console.print(Panel(body, title=f"{i}. {s.title}", title_align="left",
+                            box=box.ROUNDED, padding=(0, 1)))
+    table = Table(title="Side by side", caption=PRECISION_NOTE, box=box.SIMPLE_HEAVY)
+    for header, _ in TABLE_COLUMNS:
+        table.add_column(header, overflow="fold")
+    for row in expl.table:
+        table.add_row(*table_cells(row))
+    console.print(table)
+
+
+def _spaced(paragraphs: list[str]) -> list[str]:
+    out = []
+    for i, p in enumerate(paragraphs):
+        out.append(p if i == len(paragraphs) - 1 else p + "\n")
+    return out
+
+
+def render_markdown(expl: Explanation) -> str:
+    lines = [f"# {_title(expl)}", ""]
+    for i, s in enumerate(expl.sections):
+        lines += [f"## {i}. {s.title}", ""]
+        for p in s.paragraphs:
+            lines += [_md_escape(p), ""]
+    lines += ["## Side by side", ""]
+    lines.append("| " + " | ".join(h for h, _ in TABLE_COLUMNS) + " |")
+    lines.append("|" + "---|" * len(TABLE_COLUMNS))
+    for row in expl.table:
+        lines.append("| " + " | ".join(_md_escape(c) for c in table_cells(row)) + " |")
+    lines += ["", f"Precision: {PRECISION_NOTE}."]
+    return "\n".join(lines) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")

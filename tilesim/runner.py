@@ -1,0 +1,393 @@
+"""Many predictions at once: serially, over local processes or a Dask cluster, cached on disk.
+
+`run_jobs` takes a list of `Job`s (a GPU, an algorithm, a workload, optionally a
+kernel config and the fidelity) and returns one `Outcome` per job, in job
+order, whatever order the workers finish in — so a sweep's output does not
+depend on the runner. The parent process builds every trace (cheap: a trace is
+a template) and so learns each job's cache key before any simulation; only the
+simulations travel to the workers, and each distinct key is simulated once.
+
+The cache is a folder of small JSON files, one per prediction, named by
+``sha256`` of the canonical JSON of (GPU fields, trace, fidelity, model
+version). The model version is tilesim's version plus a digest of the engine's
+source files, so a changed engine never reads a stale entry. Entries are written
+atomically (a temp file renamed into place) by the parent as each result comes
+back, so an interrupted sweep keeps what it finished and the next run resumes.
+
+Runners:
+
+* ``workers <= 1`` and no scheduler: in this process, one after another.
+* ``workers > 1``: a `ProcessPoolExecutor` of that many spawned processes.
+* ``scheduler="local-dask"``: a Dask `LocalCluster` of ``max(2, workers)`` worker
+  processes (one thread each), started and stopped here.
+* ``scheduler="tcp://host:8786"``: a running Dask scheduler (see docs/cluster.md).
+  A `distributed.Client` may be passed too.
+
+Dask is the optional extra ``cluster``; it is imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from . import __version__
+from .errors import TilesimError
+from .hwmodels.gpu import GPU
+from .simulator import Prediction, simulate
+from .traces import build
+from .traces.files import to_dict as trace_to_dict
+from .traces.ir import Trace
+from .traces.workload import KernelConfig, Workload
+
+DEFAULT_CACHE_DIR = ".tilesim-cache"
+LOCAL_DASK = "local-dask"
+DASK_SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://", "ws://", "wss://")
+CACHE_FORMAT = "tilesim-prediction-cache"
+DASK_CONNECT_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class Job:
+    """One prediction to make."""
+
+    gpu: GPU
+    algo: str
+    workload: Workload
+    config: KernelConfig | None = None  # None: the algorithm's default for this GPU
+    fidelity: str = "fast"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The prediction of one job, or the one-line reason there is none."""
+
+    prediction: Prediction | None
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.prediction is not None
+
+
+@dataclass(frozen=True)
+class RunStats:
+    jobs: int
+    simulated: int  # distinct simulations run now
+    cached: int  # jobs answered from the cache
+    failed: int  # jobs with an error
+
+
+# -- cache ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def model_version() -> str:
+    """tilesim's version + a digest of the engine's sources: what a cached prediction depends
+    on besides its GPU and trace (the trace already carries the generators' output)."""
+    from . import simulator
+
+    sim_dir = Path(simulator.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(sim_dir.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def cache_key(gpu: GPU, trace: Trace, fidelity: str) -> str:
+    """sha256 of the canonical JSON of everything a prediction depends on."""
+    doc = {
+        "gpu": gpu.to_dict(),
+        "trace": trace_to_dict(trace),
+        "fidelity": fidelity,
+        "model": model_version(),
+    }
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Cache:
+    """Predictions on disk, one JSON file per key: ``<dir>/<key[:2]>/<key>.json``."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.dir = Path(directory)
+        if self.dir.exists() and not self.dir.is_dir():
+            raise TilesimError(f"cache directory {str(self.dir)!r} is a file")
+
+    def path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The stored prediction dict, or None (absent, or unreadable: then it is redone)."""
+        try:
+            doc = json.loads(self.path(key).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("key") != key:
+            return None
+        pred = doc.get("prediction")
+        return pred if isinstance(pred, dict) else None
+
+    def put(self, key: str, prediction: dict) -> None:
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TilesimError(f"cannot create cache directory {str(path.parent)!r}: "
+                               f"{exc.strerror}") from None
+        text = json.dumps({"format": CACHE_FORMAT, "key": key, "prediction": prediction},
+                          sort_keys=True, separators=(",", ":"))
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+# -- the work a worker does -----------------------------------------------------------
+
+
+def simulate_payload(payload: tuple) -> dict:
+    """Run one simulation: ``(gpu, trace, fidelity) -> {"prediction": {...}} | {"error": ...}``.
+
+    Module-level so that process pools and Dask workers can import it. The
+    prediction's ``sim_wall_s`` (the one field that differs between two runs) is
+    set to 0 so that a result is the same bytes whichever process made it.
+    """
+    gpu, trace, fidelity = payload
+    try:
+        pred = simulate(trace, gpu, fidelity)
+    except TilesimError as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # a bug in the engine must not sink a whole sweep
+        return {"error": f"internal error: {type(exc).__name__}: {exc}"}
+    d = pred.to_dict()
+    d["sim_wall_s"] = 0.0
+    return {"prediction": d}
+
+
+# -- runners ------------------------------------------------------------------------------
+
+
+def _serial(payloads: dict) -> Iterator[tuple[str, dict]]:
+    for key, payload in payloads.items():
+        yield key, simulate_payload(payload)
+
+
+def _pool(payloads: dict, workers: int) -> Iterator[tuple[str, dict]]:
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context())
+    try:
+        futures = {ex.submit(simulate_payload, p): k for k, p in payloads.items()}
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _mp_context():
+    """fork where there is one: a script calling `run_jobs` needs no ``__main__`` guard (spawn
+    re-imports the script in every worker). The workers only simulate — no CUDA, no locks
+    of the parent's threads — which is what makes fork safe here."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+@contextmanager
+def dask_client(scheduler, workers: int = 2):
+    """A `distributed.Client` for ``"local-dask"``, an address, or an existing client."""
+    if not isinstance(scheduler, str):
+        yield scheduler  # a Client given by the caller, who closes it
+        return
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise TilesimError(
+            "--scheduler needs Dask's distributed scheduler: pip install tilesim[cluster]"
+        ) from None
+    if scheduler == LOCAL_DASK:
+        cluster = LocalCluster(
+            n_workers=max(2, workers),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+            cluster.close()
+        return
+    if not scheduler.startswith(DASK_SCHEMES):
+        raise TilesimError(
+            f"--scheduler {scheduler!r} is neither {LOCAL_DASK!r} nor a Dask address "
+            "like tcp://host:8786"
+        )
+    try:
+        client = Client(scheduler, timeout=f"{DASK_CONNECT_TIMEOUT_S}s")
+    except (OSError, TimeoutError) as exc:
+        raise TilesimError(
+            f"cannot reach the Dask scheduler at {scheduler} "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no answer'})"
+        ) from None
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _dask(payloads: dict, client) -> Iterator[tuple[str, dict]]:
+    from dask.distributed import as_completed as dask_completed
+
+    # the cache key names the task: equal work has an equal name on the cluster too
+    futures = {
+        client.submit(simulate_payload, p, key=f"tilesim-sim-{k}", pure=False): k
+        for k, p in payloads.items()
+    }
+    try:
+        for fut in dask_completed(list(futures)):
+            yield futures[fut], fut.result()
+    finally:
+        for fut in futures:
+            fut.release()
+
+
+# -- the entry point ------------------------------------------------------------------
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    *,
+    workers: int = 1,
+    scheduler=None,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = False,
+    on_result: Callable[[int, Outcome], None] | None = None,
+) -> tuple[list[Outcome], RunStats]:
+    """Predict every job; outcomes come back in job order (see the module docstring).
+
+    ``on_result(index, outcome)`` is called as each job is answered (a test hook,
+    and the way to stop a sweep part-way: what was answered stays cached).
+    """
+    cache = Cache(cache_dir) if cache_dir is not None else None
+    outcomes: list[Outcome | None] = [None] * len(jobs)
+    pending: dict[str, tuple] = {}  # key -> payload, in job order
+    waiting: dict[str, list[int]] = {}  # key -> indices of the jobs it answers
+    cached = 0
+
+    def answer(i: int, outcome: Outcome) -> None:
+        outcomes[i] = outcome
+        if on_result is not None:
+            on_result(i, outcome)
+        bar.advance()
+
+    with _Bar(progress, len(jobs)) as bar:
+        for i, job in enumerate(jobs):
+            try:
+                trace = build(job.algo, job.workload, job.gpu, job.config)
+            except TilesimError as exc:
+                answer(i, Outcome(None, str(exc)))
+                continue
+            key = cache_key(job.gpu, trace, job.fidelity)
+            if key in waiting:
+                waiting[key].append(i)
+                continue
+            stored = cache.get(key) if cache is not None else None
+            if stored is not None:
+                try:
+                    pred = Prediction.from_dict(stored)
+                except (TilesimError, TypeError, KeyError):
+                    pred = None  # an entry of another schema: simulate again
+                if pred is not None:
+                    cached += 1
+                    answer(i, Outcome(pred, None, cached=True))
+                    continue
+            pending[key] = (job.gpu, trace, job.fidelity)
+            waiting[key] = [i]
+
+        if pending:
+            for key, result in _results(pending, workers, scheduler):
+                if "prediction" in result:
+                    if cache is not None:
+                        cache.put(key, result["prediction"])
+                    outcome = Outcome(Prediction.from_dict(result["prediction"]))
+                else:
+                    outcome = Outcome(None, result["error"])
+                for i in waiting[key]:
+                    answer(i, outcome)
+
+    final = [o for o in outcomes if o is not None]
+    assert len(final) == len(jobs)
+    stats = RunStats(
+        jobs=len(jobs),
+        simulated=len(pending),
+        cached=cached,
+        failed=sum(1 for o in final if not o.ok),
+    )
+    return final, stats
+
+
+def _results(pending: dict, workers: int, scheduler) -> Iterator[tuple[str, dict]]:
+    if scheduler is not None:
+        with dask_client(scheduler, workers) as client:
+            yield from _dask(pending, client)
+    elif workers > 1 and len(pending) > 1:
+        yield from _pool(pending, min(workers, len(pending)))
+    else:
+        yield from _serial(pending)
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+class _Bar:
+    """A rich progress bar on stderr (or nothing)."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled = enabled and total > 1
+        self.total = total
+        self._progress = None
+        self._task = None
+        self._ctx = nullcontext()
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self._progress = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._ctx = self._progress
+            self._ctx.__enter__()
+            self._task = self._progress.add_task("predicting", total=self.total)
+        return self
+
+    def advance(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def __exit__(self, *exc) -> None:
+        self._ctx.__exit__(*exc)

@@ -1,0 +1,215 @@
+"""What-if sweeps: "what if HBM were 2x faster?" over algorithms and shapes.
+
+A sweep is the cartesian product of the varied hardware fields (``--vary
+hbm_bandwidth_Bps=0.5x,1x,2x``, several ``--vary`` multiply), the algorithms and
+the shapes (sequence lengths x head dims). Every point is one prediction on a
+what-if variant of the GPU (`GPU.with_overrides`, so a variant gets a readable
+name such as ``h100_sxm5_80gb+hbm_bandwidth_Bps=2x``); its speed-up is measured
+against the unmodified GPU on the same algorithm and shape (the "1x point",
+computed even when 1x is not in the list).
+
+Rows come in a fixed order — shape, then algorithm, then the varied values in
+the order typed — so the output is the same whether the points ran serially,
+on local processes or on a Dask cluster (`tilesim.runner`). A point that
+cannot run (a tile that no longer fits when shared memory shrinks) is a row
+with its one-line error, not a failed sweep.
+
+Shrinking ``smem_bytes_per_sm`` alone would leave the per-CTA limit above the
+SM's capacity, which a GPU cannot have; unless ``smem_bytes_per_cta_max`` is
+varied too, the per-CTA limit follows the SM's down (min of the two).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .errors import TilesimError
+from .hwmodels import SETTABLE_FIELDS
+from .hwmodels.gpu import GPU
+from .runner import Job, Outcome, RunStats, run_jobs
+from .traces.workload import ALGOS, Workload
+
+# The FlashAttention papers' benchmark convention: 16k tokens per batch, hidden size 2048.
+TOKENS_PER_BATCH = 16384
+HIDDEN = 2048
+
+
+def default_batch_heads(seqlen: int, head_dim: int) -> tuple[int, int]:
+    """Batch and heads for 16k tokens per batch and H*d = 2048 (at least one of each)."""
+    return max(1, TOKENS_PER_BATCH // seqlen), max(1, HIDDEN // head_dim)
+
+
+@dataclass(frozen=True)
+class Vary:
+    """One varied hardware field and its values as typed (``2x``, ``6.7e12``, ``true``)."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+def parse_vary(items: Sequence[str], gpu: GPU) -> tuple[Vary, ...]:
+    """``["hbm_bandwidth_Bps=0.5x,1x,2x", ...]`` -> Varys, each value checked on ``gpu``."""
+    varies: list[Vary] = []
+    seen: set[str] = set()
+    for item in items:
+        key, sep, rest = str(item).partition("=")
+        key = key.strip()
+        values = tuple(v.strip() for v in rest.split(",")) if sep else ()
+        if not sep or not key or not values or any(not v for v in values):
+            raise TilesimError(
+                f"--vary expects KEY=V1,V2,... (e.g. hbm_bandwidth_Bps=0.5x,1x,2x), got {item!r}"
+            )
+        if key in seen:
+            raise TilesimError(f"--vary {key} is given twice")
+        if len(set(values)) != len(values):
+            raise TilesimError(f"--vary {key} lists a value twice: {rest}")
+        if key not in SETTABLE_FIELDS:
+            # with_overrides words it best: the key, a suggestion and the valid keys
+            try:
+                gpu.with_overrides({key: values[0]})
+            except TilesimError as exc:
+                raise TilesimError(f"--vary: {exc}") from None
+        for value in values:
+            try:
+                variant(gpu, {key: value})
+            except TilesimError as exc:
+                raise TilesimError(f"--vary {key}={value}: {exc}") from None
+        seen.add(key)
+        varies.append(Vary(key, values))
+    return tuple(varies)
+
+
+def variant(gpu: GPU, settings: dict[str, str]) -> GPU:
+    """``gpu`` with ``settings`` applied (see the module docstring for shared memory)."""
+    if "smem_bytes_per_sm" in settings and "smem_bytes_per_cta_max" not in settings:
+        # What the SM would have; then lower the per-CTA limit to it first (always
+        # consistent), so the variant keeps the name of the user's settings only.
+        probe = gpu.with_overrides(
+            {"smem_bytes_per_sm": settings["smem_bytes_per_sm"], "smem_bytes_per_cta_max": 1}
+        )
+        cap = min(gpu.smem_bytes_per_cta_max, probe.smem_bytes_per_sm)
+        if cap != gpu.smem_bytes_per_cta_max:
+            gpu = gpu.with_overrides({"smem_bytes_per_cta_max": cap}, name=gpu.name)
+    return gpu.with_overrides(settings)
+
+
+def shapes(
+    seqlens: Sequence[int],
+    head_dims: Sequence[int],
+    *,
+    batch: int | None = None,
+    heads: int | None = None,
+    causal: bool = False,
+    dtype: str = "fp16",
+) -> list[Workload]:
+    """One workload per (seqlen, head_dim); batch/heads None: `default_batch_heads`."""
+    out = []
+    for n in seqlens:
+        for d in head_dims:
+            b, h = default_batch_heads(n, d)
+            out.append(Workload(batch or b, heads or h, n, n, d, causal, dtype))
+    return out
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    gpu: str  # the base GPU's name
+    varies: tuple[Vary, ...]
+    algos: tuple[str, ...]
+    rows: tuple[dict, ...]
+    stats: RunStats = field(compare=False)
+
+    def to_dict(self) -> dict:
+        """Everything but the run statistics: the same for every runner and every rerun."""
+        return {
+            "gpu": self.gpu,
+            "vary": {v.key: list(v.values) for v in self.varies},
+            "algos": list(self.algos),
+            "rows": [dict(r) for r in self.rows],
+        }
+
+
+def run_sweep(
+    gpu: GPU,
+    varies: Sequence[Vary],
+    algos: Sequence[str],
+    workloads: Sequence[Workload],
+    *,
+    fidelity: str = "fast",
+    workers: int = 1,
+    scheduler=None,
+    cache_dir=None,
+    progress: bool = False,
+    on_result: Callable[[int, Outcome], None] | None = None,
+) -> SweepResult:
+    """Predict every point of the sweep and its 1x baseline; see the module docstring."""
+    for algo in algos:
+        if algo not in ALGOS:
+            raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
+    if not algos or not workloads:
+        raise TilesimError("a sweep needs at least one algorithm and one shape")
+    combos = list(itertools.product(*(v.values for v in varies)))
+    keys = [v.key for v in varies]
+
+    points: list[tuple[Workload, str, dict]] = []
+    jobs: list[Job] = []
+    errors: dict[int, str] = {}
+    for w in workloads:
+        for algo in algos:
+            jobs.append(Job(gpu, algo, w, fidelity=fidelity))  # the 1x baseline
+            for combo in combos:
+                settings = dict(zip(keys, combo, strict=True))
+                points.append((w, algo, settings))
+                try:
+                    jobs.append(Job(variant(gpu, settings), algo, w, fidelity=fidelity))
+                except TilesimError as exc:  # this combination is not a consistent GPU
+                    errors[len(jobs)] = str(exc)
+                    jobs.append(Job(gpu, algo, w, fidelity=fidelity))  # placeholder
+    outcomes, stats = run_jobs(
+        jobs, workers=workers, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
+        on_result=on_result,
+    )
+
+    rows = []
+    per_base = len(combos) + 1
+    for k, (w, algo, settings) in enumerate(points):
+        base_index = (k // len(combos)) * per_base
+        j = base_index + 1 + k % len(combos)
+        base, out = outcomes[base_index], outcomes[j]
+        error = errors.get(j) or out.error
+        rows.append(_row(gpu, w, algo, settings, jobs[j].gpu, None if error else out, base, error))
+    return SweepResult(gpu.name, tuple(varies), tuple(algos), tuple(rows), stats)
+
+
+def _row(gpu: GPU, w: Workload, algo: str, settings: dict, hw: GPU, out: Outcome | None,
+         base: Outcome, error: str | None) -> dict:
+    factors = {}
+    for key in settings:
+        old, new = getattr(gpu, key), getattr(hw, key)
+        factors[key] = None if isinstance(old, bool) or error else new / old
+    row = {
+        "algo": algo,
+        "batch": w.batch,
+        "heads": w.heads,
+        "seqlen": w.seqlen_q,
+        "head_dim": w.head_dim,
+        "causal": w.causal,
+        "dtype": w.dtype,
+        "settings": dict(settings),
+        "factors": factors,
+        "gpu": None if error else hw.name,
+        "time_s": None,
+        "tflops": None,
+        "bound": None,
+        "hbm_bytes": None,
+        "speedup": None,
+        "error": error,
+    }
+    if out is not None and out.prediction is not None:
+        p = out.prediction
+        row.update(time_s=p.time_s, tflops=p.tflops, bound=p.bound, hbm_bytes=p.hbm_bytes)
+        if base.prediction is not None and p.time_s > 0:
+            row["speedup"] = base.prediction.time_s / p.time_s
+    return row
