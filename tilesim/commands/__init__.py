@@ -3,6 +3,6 @@
 To add a module, import it here and append it to COMMAND_MODULES.
 """
 
-from . import gpu, hw, report, trace
+from . import explain, gpu, hw, report, trace
 
-COMMAND_MODULES: list = [hw, trace, gpu, report]
+COMMAND_MODULES: list = [hw, trace, gpu, report, explain]
