@@ -48,8 +48,8 @@ if [ "${GPU_RUN_QUICK:-0}" = 1 ]; then
     BENCH="--seqlens 4096 --head-dims 128"; BENCH_A="30 60"; BENCH_B="20 40"
 else
     CAL=""; CAL_T=100
-    VAL=""; VAL_A="135 170"; VAL_B="50 75"
-    BENCH=""; BENCH_A="95 125"; BENCH_B="25 45"
+    VAL=""; VAL_A="120 150"; VAL_B="70 95"
+    BENCH=""; BENCH_A="90 120"; BENCH_B="25 45"
 fi
 
 read -r DATE SLUG BASE < <(python3 - <<'PY'

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from ..errors import TilesimError
 from ..traces.workload import Workload
 
-# ‖out − ref‖/‖ref‖ an output may have: fp16 rounds P and O at 2^-11, bf16 at
-# 2^-8, fp8 e4m3 inputs and P at 2^-4 (relative, before averaging over d terms).
-TOLERANCE = {"fp16": 1e-2, "bf16": 3e-2, "fp8": 1e-1}
+# ‖out − ref‖/‖ref‖ an output may have (the kernels' own tests use the same):
+# fp16 kernels land near 3e-4, bf16 near 3e-3; fp8 rounds P to e4m3 (2^-4).
+TOLERANCE = {"fp16": 5e-3, "bf16": 3e-2, "fp8": 1e-1}
 
 
 def require_cuda(command: str) -> None:

@@ -126,6 +126,8 @@ def calibrate(
 
     steps = check_steps([s.strip() for s in only.split(",")] if only else None)
     _check_out(out)
+    if preset_out is not None and not preset_out.parent.is_dir():
+        raise TilesimError(f"--preset-out: folder {str(preset_out.parent)!r} does not exist")
     require_cuda("calibrate")
     import torch
 
