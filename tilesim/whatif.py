@@ -82,17 +82,32 @@ def parse_vary(items: Sequence[str], gpu: GPU) -> tuple[Vary, ...]:
 
 
 def variant(gpu: GPU, settings: dict[str, str]) -> GPU:
-    """``gpu`` with ``settings`` applied (see the module docstring for shared memory)."""
-    if "smem_bytes_per_sm" in settings and "smem_bytes_per_cta_max" not in settings:
-        # What the SM would have; then lower the per-CTA limit to it first (always
-        # consistent), so the variant keeps the name of the user's settings only.
-        probe = gpu.with_overrides(
-            {"smem_bytes_per_sm": settings["smem_bytes_per_sm"], "smem_bytes_per_cta_max": 1}
-        )
-        cap = min(gpu.smem_bytes_per_cta_max, probe.smem_bytes_per_sm)
+    """``gpu`` with ``settings`` applied (see the module docstring for shared memory).
+
+    A setting that leaves its field as it was (``1x``) is dropped, so the 1x point
+    is the preset itself — same name, same cache entry as the baseline.
+    """
+    settings = {k: v for k, v in settings.items() if _value(gpu, k, v) != getattr(gpu, k)}
+    new_smem = _value(gpu, "smem_bytes_per_sm", settings.get("smem_bytes_per_sm"))
+    if new_smem is not None and "smem_bytes_per_cta_max" not in settings:
+        # Lower the per-CTA limit to what the SM will have first (always consistent), so
+        # the variant keeps the name of the user's settings only.
+        cap = min(gpu.smem_bytes_per_cta_max, new_smem)
         if cap != gpu.smem_bytes_per_cta_max:
             gpu = gpu.with_overrides({"smem_bytes_per_cta_max": cap}, name=gpu.name)
     return gpu.with_overrides(settings)
+
+
+def _value(gpu: GPU, key: str, value: str):
+    """The value ``key`` would take (None if absent or unreadable: with_overrides says why)."""
+    if value is None:
+        return None
+    # a lone smaller smem_bytes_per_sm is inconsistent with the per-CTA limit; probe past it
+    extra = {"smem_bytes_per_cta_max": 1} if key == "smem_bytes_per_sm" else {}
+    try:
+        return getattr(gpu.with_overrides({key: value, **extra}, name=gpu.name), key)
+    except TilesimError:
+        return None
 
 
 def shapes(

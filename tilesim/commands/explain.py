@@ -215,6 +215,8 @@ def roofline(
     hw = gpu_from_options(gpu, sets)
     w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
     names = _algos(algos, hw, w)
+    for a in names:
+        check_algo(a, w, hw)  # asked for by name: say why it cannot run
     _out_path(out)
     outcomes, _ = run_jobs([Job(hw, a, w, fidelity=_fidelity(fidelity)) for a in names],
                            workers=_workers(jobs), progress=not as_json)
