@@ -7,10 +7,14 @@ What this kernel really uses of FlashAttention-3's techniques:
   mbarriers), ``num_stages`` deep for K and V.
 * **wgmma**: both GEMMs are asynchronous warpgroup MMAs (Triton emits them on
   sm_90); P stays in registers as the A operand of the second GEMM.
-* **Producer/consumer warp specialisation** (``config.warp_specialize``): the
-  K/V loops are ``tl.range(..., warp_specialize=True)``, so Triton splits them
-  into a producer partition that only issues TMA loads and consumer warps that
-  run the GEMMs and the softmax, synchronised by mbarriers.
+* **Producer/consumer warp specialisation** (``config.warp_specialize``), as
+  code only: the K/V loop is ``tl.range(..., warp_specialize=True)``, which
+  Triton 3.6's Hopper pass turns into one producer warpgroup issuing TMA loads
+  and two consumer warpgroups (64 rows each, ``setmaxnreg`` register
+  reallocation) synchronised by mbarriers. That build deadlocked on an H200 in
+  its first run, so it is refused unless ``TILESIM_V3_WARP_SPECIALIZE=1``; the
+  runnable v3 is the non-specialised one: 8 warps (two warpgroups of 64 rows)
+  that issue their own TMA loads ``num_stages - 1`` blocks ahead.
 * **Persistent grid** (``config.persistent``): one CTA per SM loops over
   (Q block, head) tiles; causal tiles longest first.
 * **FP8** (e4m3 inputs, ``torch.float8_e4m3fn``) with **per-tensor** descale
@@ -29,12 +33,20 @@ What it does not do (Triton's language does not let one express it):
   Triton's software pipeliner.
 * in-kernel V transpose for FP8 (FlashAttention-3 does it with LDSM/STSM).
 
+Measured (kernels/TUNING.md): the warp-specialised build hung on an H200 with
+Triton 3.6; the lease ended before the other v3 configurations ran on a GPU, so
+they are checked by the interpreter tests and by a local sm_90 compile only.
+``traces.config.default_config`` still asks v3 for warp specialisation; until
+it changes, pass ``config=KernelConfig(128, 128, 8, 3, "wgmma")``.
+
 Causal masking is top-left aligned (row i sees columns j <= i). Tiles that run
 past the end of a head read the next head's rows, mask those columns to -inf
 and never store those rows.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -222,12 +234,23 @@ def launch_warps(config) -> int:
     return config.num_warps // 2 if config.warp_specialize else config.num_warps
 
 
+# Triton 3.6's Hopper warp-specialised build of this kernel deadlocked on an H200
+# (kernels/TUNING.md); it runs only where this variable is set to 1, for investigation.
+WARP_SPECIALIZE_ENV = "TILESIM_V3_WARP_SPECIALIZE"
+
+
 def check_config(config) -> str | None:
     """Why ``config`` cannot run as v3, or None."""
     if config.pingpong:
         return (
             "v3 has no explicit ping-pong between consumer warpgroups (Triton cannot "
             "express it); use pingpong=False"
+        )
+    if config.warp_specialize and os.environ.get(WARP_SPECIALIZE_ENV) != "1":
+        return (
+            "v3 warp_specialize=True is disabled: Triton 3.6's warp-specialised kernel "
+            "deadlocked on an H200 (kernels/TUNING.md); use warp_specialize=False, or set "
+            f"{WARP_SPECIALIZE_ENV}=1 to try it"
         )
     if config.warp_specialize and (config.num_warps != 8 or config.block_m != 128):
         return (

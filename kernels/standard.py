@@ -113,12 +113,12 @@ def _softmax_kernel(
             x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
             x = x.to(tl.float32)
             m_new = tl.maximum(m, x)
-            # lanes still at -inf contribute nothing (avoid -inf - -inf = NaN)
-            l_run = l_run * tl.where(m_new == NEG_INF, 0.0, tl.exp(m - m_new))
-            l_run += tl.where(x == NEG_INF, 0.0, tl.exp(x - m_new))
+            # a lane still at -inf subtracts 0 instead (-inf - -inf would be NaN): exp -> 0
+            m_sub = tl.where(m_new == NEG_INF, 0.0, m_new)
+            l_run = l_run * tl.exp(m - m_sub) + tl.exp(x - m_sub)
             m = m_new
-        m_row = tl.max(m, 0)
-        l_row = tl.sum(l_run * tl.where(m == NEG_INF, 0.0, tl.exp(m - m_row)), 0)
+        m_row = tl.max(m, 0)  # finite: every row sees column 0
+        l_row = tl.sum(l_run * tl.exp(m - m_row), 0)
         # -- pass 2: normalise and write P (masked columns get 0) --
         for start in range(0, n_kv, BLOCK):
             x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)

@@ -103,3 +103,18 @@ def test_import_without_torch_gives_one_clear_line():
     assert done.stdout.strip() == (
         "tilesim.kernels needs torch and triton: pip install 'tilesim[kernels]'"
     )
+
+
+def test_v3_refuses_what_it_cannot_run(monkeypatch):
+    """No ping-pong ever; warp specialisation (deadlocked on an H200) only when asked for."""
+    from tilesim.kernels import flash_v3
+
+    assert flash_v3.check_config(KernelConfig(128, 128, 8, 3, "wgmma")) is None
+    assert "ping-pong" in flash_v3.check_config(KernelConfig(128, 128, 8, 2, pingpong=True))
+    ws = KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True)
+    monkeypatch.delenv(flash_v3.WARP_SPECIALIZE_ENV, raising=False)
+    assert "deadlocked" in flash_v3.check_config(ws)
+    monkeypatch.setenv(flash_v3.WARP_SPECIALIZE_ENV, "1")
+    assert flash_v3.check_config(ws) is None
+    assert "num_warps=8" in flash_v3.check_config(ws.replace(num_warps=4))
+    assert flash_v3.launch_warps(ws) == 4  # Triton adds the producer and second consumer group

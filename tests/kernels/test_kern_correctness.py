@@ -105,11 +105,11 @@ def test_v2_lse_and_load_paths(use_desc, shape, causal, device):
 # interpreter (TMA descriptor loads are emulated, warp specialisation is a hint).
 V3_CONFIGS = [
     KernelConfig(32, 16, 4, 2),
-    KernelConfig(32, 16, 4, 2, warp_specialize=True, persistent=True),
+    KernelConfig(32, 16, 4, 2, persistent=True),
 ]
 
 
-@pytest.mark.parametrize("config", V3_CONFIGS, ids=["plain", "ws-persistent"])
+@pytest.mark.parametrize("config", V3_CONFIGS, ids=["plain", "persistent"])
 @pytest.mark.parametrize(
     ("shape", "causal"),
     [(SHAPES[0], False), (SHAPES[1], True), (SHAPES[4], True), (SHAPES[3], False)],

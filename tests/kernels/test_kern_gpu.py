@@ -27,8 +27,19 @@ def _hopper() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
+# v3 runs without warp specialisation (its warp-specialised build deadlocked on an
+# H200, kernels/TUNING.md), so it takes an explicit config rather than the default.
+V3_CONFIGS = {
+    64: KernelConfig(128, 128, 8, 3, "wgmma"),
+    128: KernelConfig(128, 128, 8, 3, "wgmma"),
+    256: KernelConfig(128, 64, 8, 2, "wgmma"),
+}
+
+
 def _check(algo, shape, causal, dtype, seed, config=None):
     b, h, n_q, n_kv, d = shape
+    if algo == "v3" and config is None:
+        config = V3_CONFIGS[d]
     q, k, v = make_qkv(b, h, n_q, n_kv, d, dtype, "cuda", seed)
     out = poisoned((b, h, n_q, d), dtype, "cuda")
     K.attention(q, k, v, causal=causal, algo=algo, config=config, out=out)
@@ -73,10 +84,10 @@ def test_partial_blocks(algo, causal):
     "config",
     [
         KernelConfig(128, 128, 8, 2, "wgmma"),
-        KernelConfig(128, 64, 8, 3, "wgmma", warp_specialize=True),
-        KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True, persistent=True),
+        KernelConfig(128, 64, 8, 3, "wgmma"),
+        KernelConfig(128, 128, 8, 3, "wgmma", persistent=True),
     ],
-    ids=["no-ws", "ws-bn64", "ws-persistent"],
+    ids=["bn128-s2", "bn64-s3", "persistent"],
 )
 @pytest.mark.parametrize("causal", [False, True])
 def test_v3_configs(config, causal):
@@ -91,7 +102,18 @@ def test_v3_fp8(causal, n, d):
     q, k, v = make_qkv(2, 8, n, n, d, torch.float32, "cuda", seed=n + d)
     (q8, sq), (k8, sk), (v8, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
     out = poisoned(q.shape, torch.float16, "cuda")
-    K.attention(q8, k8, v8, causal=causal, algo="v3", out=out, q_scale=sq, k_scale=sk, v_scale=sv)
+    K.attention(
+        q8,
+        k8,
+        v8,
+        causal=causal,
+        algo="v3",
+        config=V3_CONFIGS[d],
+        out=out,
+        q_scale=sq,
+        k_scale=sk,
+        v_scale=sv,
+    )
     ref = reference(q8, k8, v8, causal, q_scale=sq, k_scale=sk, v_scale=sv)
     assert K.rel_error(out, ref) < 0.1
 
@@ -101,8 +123,8 @@ def test_v3_rejects_configs_it_cannot_run():
     q, k, v = make_qkv(1, 2, 256, 256, 128, torch.float16, "cuda", seed=1)
     with pytest.raises(TilesimError, match="ping-pong"):
         K.attention(q, k, v, algo="v3", config=KernelConfig(128, 128, 8, 2, pingpong=True))
-    with pytest.raises(TilesimError, match="num_warps=8"):
-        K.attention(q, k, v, algo="v3", config=KernelConfig(128, 128, 4, 2, warp_specialize=True))
+    with pytest.raises(TilesimError, match="warp_specialize=True is disabled"):
+        K.attention(q, k, v, algo="v3", config=KernelConfig(128, 128, 8, 2, warp_specialize=True))
 
 
 def test_standard_launches_are_three_kernels():
