@@ -429,17 +429,29 @@ def whatif(
 
 
 def _print_sweep(result) -> None:
+    from ..explain import fmt_time
+
     table = Table(title=f"What if: {result.gpu}", box=box.SIMPLE)
     keys = [v.key for v in result.varies]
     for col in ["N", "d", "algo", *keys, "time", "TFLOPS", "bound", "speed-up"]:
-        table.add_column(col, justify="right" if col not in ("algo", "bound") else "left")
+        # a long field name folds in its header (at its underscores); the figures never wrap
+        vary = next((v for v in result.varies if v.key == col), None)
+        table.add_column(col.replace("_", " ") if vary else col,
+                         justify="left" if col in ("algo", "bound") else "right",
+                         no_wrap=vary is None, overflow="fold",
+                         min_width=max(map(len, vary.values)) if vary else None)
+    notes: list[str] = []  # failed points' messages, numbered below the table
     for r in result.rows:
         settings = [r["settings"][k] for k in keys]
         if r["error"]:
+            if r["error"] not in notes:
+                notes.append(r["error"])
             table.add_row(str(r["seqlen"]), str(r["head_dim"]), r["algo"], *settings,
-                          "-", "-", f"error: {r['error']}", "-")
+                          "-", "-", f"failed [{notes.index(r['error']) + 1}]", "-")
             continue
         speed = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
         table.add_row(str(r["seqlen"]), str(r["head_dim"]), r["algo"], *settings,
-                      f"{r['time_s'] * 1e3:.3f} ms", f"{r['tflops']:.0f}", r["bound"], speed)
+                      fmt_time(r["time_s"]), f"{r['tflops']:.0f}", r["bound"], speed)
     console.print(table)
+    for i, note in enumerate(notes, 1):
+        console.print(f"[{i}] {note}", highlight=False, markup=False)
