@@ -59,11 +59,18 @@ def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
         with os.fdopen(fd, "wb") as fh:
             # no timestamp or version in the file: the same figure, the same bytes
             fig.savefig(fh, format=fmt, dpi=DPI, metadata=_metadata(fmt))
+        os.chmod(tmp, 0o666 & ~_umask())  # a plain file's mode, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _metadata(fmt: str) -> dict:
@@ -376,6 +383,9 @@ def whatif_plot(result, path: str | os.PathLike) -> Path:
                     color=ALGO_COLOURS[i % len(ALGO_COLOURS)], ms=4)
         if numeric:
             ax.set_xscale("log", base=2)
+            ticks = sorted({x for pts in lines.values() for x, _ in pts})
+            ax.set_xticks(ticks, [f"{t:.3g}x" for t in ticks])
+            ax.minorticks_off()
             ax.set_xlabel(f"{vary.key} (x preset)")
         else:
             ax.set_xticks(range(len(vary.values)), list(vary.values))

@@ -122,6 +122,15 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # no half-written file, no temp file left
 
 
+def test_plain_file_mode(tmp_path):
+    import os
+
+    path = plots.roofline(load_gpu("a100"), [], tmp_path / "m.png")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
 def test_same_figure_same_bytes(tmp_path):
     gpu = load_gpu("a100")
     pts = [plots.RooflinePoint("v2", 100.0, 150.0)]
