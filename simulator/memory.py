@@ -125,14 +125,13 @@ class PSServer:
 class L2Cache:
     """LRU over tile keys with a byte capacity."""
 
-    __slots__ = ("capacity", "entries", "used", "inflight", "inserted")
+    __slots__ = ("capacity", "entries", "used", "inflight")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.entries: OrderedDict = OrderedDict()  # key -> bytes, least recent first
         self.used = 0
         self.inflight: dict = {}  # key -> list of waiting load jobs
-        self.inserted = 0.0  # bytes ever brought in: a clock for reuse distances
 
     def insert(self, key, nbytes: int) -> None:
         entries = self.entries
@@ -145,7 +144,6 @@ class L2Cache:
             return
         entries[key] = nbytes
         self.used += nbytes
-        self.inserted += nbytes
         while self.used > self.capacity and len(entries) > 1:
             _, size = entries.popitem(last=False)
             self.used -= size
@@ -197,6 +195,7 @@ class Memory:
         back-to-back repeats inside one step: L2 hits. A coalesced outer loop
         replays its inner tiles ``extra_rule`` more times: those accesses hit when
         ``rule_hits`` (their reuse distance fits in L2) and read HBM again if not.
+        Returns the bytes accessed.
 
         ``reps`` / ``lead``: the step stands for ``reps`` iterations and its tiles
         are issued ``lead`` iterations before their first use. The c = reps real
@@ -242,7 +241,6 @@ class Memory:
                 hit += more
             else:
                 miss += more
-                l2.inserted += more
         ctr[C_LOAD] += total
         # Shared memory: the data streams into it as it arrives, at most
         # smem_bandwidth bytes per clock per SM; the SM's pipe is reserved now (in
@@ -270,6 +268,7 @@ class Memory:
             job.pending += 1
             self.l2srv.add(hit * self.l2_cost, 0, self._l2_done, job)
         self._part_done(job, self.env._now, 0.0)
+        return total
 
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
         self._insert_fills(job, now)
@@ -318,18 +317,23 @@ class Memory:
         as in `load`.
         """
         total = extra_rep
-        for _, nb in items:
+        entries = self.l2.entries
+        touched = 0.0  # bytes of lines it allocates (returned: reuse distances, sm.py)
+        for key, nb in items:
             total += nb
+            if key not in entries:
+                touched += nb
         if extra_rule > 0.0:
             more = total * extra_rule
             total += more
             if not rule_hits:
-                self.l2.inserted += more
+                touched += more
         ctr[C_HBM_WRITE] += total
         if total <= 0:
             self._store_done((items, callback, arg), self.env._now)
-            return
-        self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg))
+        else:
+            self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg))
+        return touched
 
     def _store_done(self, state, now: float) -> None:
         items, callback, arg = state

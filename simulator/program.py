@@ -178,6 +178,7 @@ class Node:
     streaming: bool = False  # Load: each tile read once, by one CTA (see _set_streaming)
     loads: tuple = ()  # the Load nodes directly in the body (issued by the prefetcher)
     nested: bool = False  # the body holds another loop
+    exposed: bool = False  # Loop: a load in its body is used in the iteration that issues it
     aliases: tuple = ()  # (role, name) defined inside, waited on from outside: alias at exit
 
 
@@ -277,6 +278,7 @@ def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str,
     all_dims = frozenset(range(len(grid_sizes)))
     for _, nodes in compiled_roles:
         _set_streaming(nodes, all_dims, single_load)
+        _set_exposed(nodes)
     for r, (_, nodes) in enumerate(compiled_roles):
         _set_uses(nodes, r, uses)
     return CompiledLaunch(
@@ -362,6 +364,26 @@ def _set_streaming(nodes, all_dims: frozenset, single_load: frozenset) -> None:
                     and m.depth == 1
                     and m.key.depths == frozenset((0,))
                 )
+
+
+def _set_exposed(nodes) -> None:
+    """Mark loops that wait, every iteration, for loads issued in that iteration.
+
+    Such a loop (v1's inner loop with one stage: load Q_i, O_i, then use them)
+    exposes the full latency each iteration, and identical CTAs run it in
+    lockstep: all load, then all compute. Its transfers are bursts whose
+    contention a macro-step (one long transfer per CTA, drifting out of phase)
+    does not reproduce, so the fast fidelity runs it exactly (steps.py).
+    """
+    for node in nodes:
+        if node.kind != OP_LOOP:
+            continue
+        _set_exposed(node.body)
+        if node.prefetch == 0:
+            node.exposed = any(
+                m.ahead + m.use < 1
+                for n in node.body if n.kind == OP_LOAD for m in n.group
+            )
 
 
 def _role_of(compiled_roles, nodes) -> int:

@@ -12,8 +12,8 @@ waves. The grid is periodic: the *period* g is the run of consecutive CTAs over
 which the work (trip counts, sizes: causal Q blocks) and the L2 sharing (the
 Q-block CTAs of one head reading the same K/V tiles) repeat. The engine
 simulates a head of the grid, items [0, A), long enough to reach steady state
-(``WARM_WAVES`` waves) and to measure it (a window of Δ >= one wave, a multiple
-of g), skips [A, B) and simulates the tail [B, n) (at least ``TAIL_WAVES``
+and to measure it (a window of Δ >= one wave, a multiple of g), skips [A, B)
+and simulates the tail [B, n) (at least ``TAIL_WAVES``
 waves, so the last, ragged waves are simulated). B is a multiple of g, so the
 tail starts a fresh period exactly as it does in the full run (no tile of its
 group was loaded by a skipped CTA), and B - A is a multiple of the number of
@@ -21,14 +21,16 @@ slots P, so the tail meets the same wave phase as in the full run. The skipped
 items cost ``B - A`` times the steady rate (seconds per item, measured from item
 start times over the window) and, for every counter, the window's average per
 position in the period. The cost of a launch is thus O(periods of a few waves)
-whatever its size. Where a period is much longer than a wave (standard
-attention's S = QK^T over a whole head, 16k CTAs), its slowest dim is dropped
-if it only shares tiles, not work: the cut then re-reads one group's shared
-tiles once, a negligible error on such a launch.
+whatever its size. Where a launch holds too few periods to skip any (one head
+of standard attention's S = QK^T: a period of (N/128)^2 CTAs), the slowest dim
+of the period is dropped if it only shares tiles, not work: the per-group reads
+of the shared tiles (each head's K once) are then under-counted for the skipped
+groups, a small error next to such a launch's traffic.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass
 
@@ -41,7 +43,8 @@ from .sm import SM, Cta, Executor
 
 WARM_WAVES = 2  # waves simulated before the measuring window
 TAIL_WAVES = 2  # waves simulated at the end
-PERIOD_MAX_WAVES = 4  # a period longer than this many waves may drop a sharing-only dim
+STEADY_TOLERANCE = 0.0025  # steady: the rate changed by less than this over the last wave
+MIN_PERIODS = 4  # fewer periods than this in a launch: a sharing-only dim may be dropped
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ def period(compiled, slots: int) -> int:
         return 1
     top = max(relevant)
     g = _prod(sizes[: top + 1])
-    while g > PERIOD_MAX_WAVES * slots and top >= 0 and top not in work:
+    n = _prod(sizes)
+    while n < MIN_PERIODS * g and top >= 0 and top not in work:
         top -= 1
         g = _prod(sizes[: top + 1])
     return g
@@ -105,6 +109,7 @@ class LaunchRun:
         self.compiled = compiled
         self.launch = compiled.launch
         self.executor = Executor(env, gpu, memory, compiled, steps)
+        self.executor.resident = lambda: self.running
         self.sms = sms
         self.occ = occupancy(self.launch, gpu)
         per_sm = self.occ.ctas_per_sm
@@ -122,8 +127,10 @@ class LaunchRun:
         self.ctrs: dict[int, list] = {}  # item -> counters
         self.resident = [0] * len(sms)
         self.free = [(0, i) for i in range(len(sms))]  # (resident, sm): least loaded first
-        self.pending: list = []  # CTAs (item lists) waiting for a slot, in grid order
+        self.pending: list = []  # persistent CTAs (item lists) waiting for a slot, in order
         self.next_pending = 0
+        self.next_item = 0  # non-persistent: the next grid item to place
+        self.exhausted = False  # every CTA has been placed
         self.running = 0
         self.done = Event(env)
         self.t0 = 0.0
@@ -131,44 +138,80 @@ class LaunchRun:
 
     # -- which items run -----------------------------------------------------------
 
-    def kept_items(self):
-        plan = self.plan
-        n = self.compiled.num_items
-        if plan is None:
-            return range(n), range(0)
-        return range(plan.head), range(plan.tail, n)
-
     def start(self) -> None:
         self.t0 = self.env._now
-        first, second = self.kept_items()
+        n = self.compiled.num_items
         if self.persistent:
+            # Persistent CTAs take their items statically (c, c+P, ...): the plan
+            # is fixed in advance.
+            plan = self.plan
+            kept = (range(n),) if plan is None else (range(plan.head), range(plan.tail, n))
             p = self.persistent
             ctas = [[] for _ in range(p)]
-            for rng in (first, second):
+            for rng in kept:
                 for item in rng:
                     ctas[item % p].append(item)
             self.pending = [c for c in ctas if c]
-        else:
-            self.pending = [(i,) for rng in (first, second) for i in rng]
-        if not self.pending:
+        if n == 0:
             self.t1 = self.env._now
             self.done.succeed()
             return
         self._fill()
 
+    def _next(self):
+        """The next CTA to place (a tuple of work items), or None when all are placed."""
+        if self.persistent:
+            if self.next_pending >= len(self.pending):
+                return None
+            self.next_pending += 1
+            return self.pending[self.next_pending - 1]
+        i = self.next_item
+        plan = self.plan
+        if plan is not None and i == plan.head:
+            if self._steady():
+                i = plan.tail  # skip [head, tail): whole waves of a periodic grid
+            elif plan.head + 2 * plan.slots <= plan.tail:
+                # Not yet steady (CTAs that started in lockstep still drift apart):
+                # one more wave in the head; tail - head stays whole waves.
+                self.plan = dataclasses.replace(plan, head=plan.head + plan.slots)
+            else:
+                self.plan = None
+        if i >= self.compiled.num_items:
+            return None
+        self.next_item = i + 1
+        self.starts[i] = self.env._now
+        return (i,)
+
+    def _rate(self, end: int) -> float:
+        """Cycles per item over the window ending at ``end``, from mean start times."""
+        plan = self.plan
+        st = self.starts
+        p, w = plan.slots, plan.window
+        late = sum(st[i] for i in range(end - p, end)) / p
+        early = sum(st[i] for i in range(end - w - p, end - w)) / p
+        return (late - early) / w
+
+    def _steady(self) -> bool:
+        plan = self.plan
+        now = self._rate(plan.head)
+        before = self._rate(plan.head - plan.slots)
+        return abs(now - before) <= STEADY_TOLERANCE * abs(before)
+
     def _fill(self) -> None:
         free = self.free
         resident = self.resident
         cap = self.per_sm
-        while self.next_pending < len(self.pending) and free:
+        while free:
             count, sm = free[0]
             if count != resident[sm] or count >= cap:
                 heapq.heappop(free)  # stale entry
                 continue
+            items = self._next()
+            if items is None:
+                self.exhausted = True
+                return
             heapq.heapreplace(free, (count + 1, sm))
             resident[sm] = count + 1
-            items = self.pending[self.next_pending]
-            self.next_pending += 1
             self.running += 1
             self.env.process(self._cta(self.sms[sm], items))
 
@@ -185,7 +228,8 @@ class LaunchRun:
             cta.item = item
             cta.ctr = ctr = [0.0] * N_COUNTERS
             self.ctrs[item] = ctr
-            self.starts[item] = env._now
+            if self.persistent:
+                self.starts[item] = env._now
             if sm.log is not None:
                 cta.label = f"{name} #{item}"
             procs = [env.process(ex.run_role(cta, r, nodes)) for r, (_, nodes) in
@@ -204,9 +248,9 @@ class LaunchRun:
         self.resident[sm] -= 1
         heapq.heappush(self.free, (self.resident[sm], sm))
         self.running -= 1
-        if self.next_pending < len(self.pending):
+        if not self.exhausted:
             self._fill()
-        elif self.running == 0:
+        if self.exhausted and self.running == 0:
             self.t1 = self.env._now
             self.done.succeed()
 
@@ -224,11 +268,8 @@ class LaunchRun:
         plan = self.plan
         if plan is None:
             return cycles, total, 0.0
-        g, head, tail, window, slots = plan.period, plan.head, plan.tail, plan.window, plan.slots
-        st = self.starts
-        late = sum(st[i] for i in range(head - slots, head)) / slots
-        early = sum(st[i] for i in range(head - window - slots, head - window)) / slots
-        rate = (late - early) / window  # cycles per item in steady state
+        g, head, tail, window, _slots = plan.period, plan.head, plan.tail, plan.window, plan.slots
+        rate = self._rate(head)  # cycles per item in steady state
         skipped_cycles = rate * (tail - head)
         # the window's average counters per position in the period
         reps = window // g

@@ -62,7 +62,7 @@ DONE = Done()
 class Cta:
     """One work item in flight on an SM: its coordinates, event registry, counters."""
 
-    __slots__ = ("sm", "G", "reg", "ctr", "stores", "drain", "item", "label")
+    __slots__ = ("sm", "G", "reg", "ctr", "stores", "drain", "item", "label", "touched")
 
     def __init__(self, sm: SM) -> None:
         self.sm = sm
@@ -73,6 +73,7 @@ class Cta:
         self.drain = None  # event the CTA waits on for its stores
         self.item = 0
         self.label = ""
+        self.touched = 0.0  # L2 bytes its loads accessed and its stores allocated
 
 
 class RoleState:
@@ -88,7 +89,10 @@ class RoleState:
         self.mult = 1.0  # work multiplier from coalesced outer loops
         self.rule = True  # replayed tiles of a coalesced outer loop hit in L2
         self.bctx = None  # (depth, first iteration, count) of the innermost coalesced outer step
-        self.rv = [0.0] * depth  # L2 bytes inserted per iteration, measured per loop
+        # Per loop: L2 bytes the GPU touches per iteration, estimated as this CTA's
+        # footprint per iteration times the CTAs resident (the reuse distance of a
+        # tile the next iteration touches again; the rule of coalesced outer steps).
+        self.rv = [0.0] * depth
         self.waiting = ""  # the dep it last waited on (for deadlock reports)
         self.cta = None
 
@@ -133,6 +137,7 @@ class Executor:
         self.l2_capacity = gpu.l2_bytes
         self.max_depth = max((_depth(nodes) for _, nodes in compiled.roles), default=0)
         self.active: dict = {}  # running role states (deadlock reports)
+        self.resident = lambda: 1  # CTAs on the GPU now; set by the scheduler
 
     # -- events --------------------------------------------------------------------
 
@@ -318,7 +323,7 @@ class Executor:
             else:
                 st.mult = saved_mult * bcnt
             st.bctx = None
-        table = self.steps.table(trips, node.nested)
+        table = self.steps.table(trips, node.nested, node.exposed)
         st.tables[depth] = table
         starts, counts = table.starts, table.counts
         nsteps = len(starts)
@@ -328,7 +333,6 @@ class Executor:
             while nxt < nsteps and starts[nxt] < p:
                 self._prefetch(cta, st, node, depth, base, nxt)
                 nxt += 1
-        l2 = self.mem.l2
         for sigma in range(nsteps):
             a = starts[sigma]
             cnt = counts[sigma]
@@ -344,17 +348,17 @@ class Executor:
                 L[depth] = a + cnt // 2
                 st.bctx = (depth, a, cnt)
                 st.rule = st.rv[depth] < self.l2_capacity
-                inserted = l2.inserted
+                touched = cta.touched
                 yield from self._block(cta, st, node.body, depth + 1, p > 0)
-                st.rv[depth] = (l2.inserted - inserted) / cnt
+                st.rv[depth] = (cta.touched - touched) / cnt * self.resident()
                 st.bctx = None
                 st.rule = saved_rule
             else:
                 L[depth] = a
                 if node.nested:
-                    inserted = l2.inserted
+                    touched = cta.touched
                     yield from self._block(cta, st, node.body, depth + 1, p > 0)
-                    st.rv[depth] = l2.inserted - inserted
+                    st.rv[depth] = (cta.touched - touched) * self.resident()
                 else:
                     yield from self._block(cta, st, node.body, depth + 1, p > 0)
         st.mult, st.rule, st.bctx = saved_mult, saved_rule, bctx
@@ -431,8 +435,8 @@ class Executor:
             k = (role, node.id, path)
             if k not in reg:
                 reg[k] = ev
-        self.mem.load(cta.sm, items, extra, st.mult - 1.0, st.rule, ev, cta.ctr, cnt * st.mult,
-                      lead if lead > 1 else 1)
+        cta.touched += self.mem.load(cta.sm, items, extra, st.mult - 1.0, st.rule, ev, cta.ctr,
+                                     cnt * st.mult, lead if lead > 1 else 1)
 
     @staticmethod
     def _tiles(node, G, L, d: int, a: int, cnt: int) -> tuple:
@@ -478,7 +482,7 @@ class Executor:
         cta.stores += 1
         args = (items, extra, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
         if not pending:
-            self.mem.store(*args)
+            cta.touched += self.mem.store(*args)
             return
         state = [len(pending), args]
         for ev in pending:
@@ -487,7 +491,8 @@ class Executor:
     def _store_ready(self, state) -> None:
         state[0] -= 1
         if state[0] == 0:
-            self.mem.store(*state[1])
+            args = state[1]
+            args[5].touched += self.mem.store(*args)
 
     def _store_done(self, cta: Cta, now: float) -> None:
         cta.stores -= 1

@@ -26,6 +26,14 @@ longer of the two, and since they are issued one step early, steady state
 matches both where latency is hidden and where it binds (lead 1: every
 iteration pays L).
 
+Exposed loops. A loop whose loads are used in the iteration that issues them
+(no prefetch) pays the full latency every iteration, and identical CTAs run it
+in lockstep, all loading then all computing. A macro-step's one long transfer
+per CTA gets a larger share of a bandwidth that the real bursts contend for,
+about 20% too fast on v1 with a thrashing L2, so such loops run exactly (one
+step per iteration); v1's outer loop still coalesces, so its cost stays about
+4 inner loops per CTA.
+
 The table depends only on T (and on whether the loop is nested), so a producer
 and a consumer role looping over the same trip count step in lockstep, and deps
 ``x@-k`` map to steps through it: a step waits for the step holding iteration
@@ -85,11 +93,15 @@ class StepTables:
         self.head, self.tail, self.macro = head, tail, macro
         self._cache: dict = {}
 
-    def table(self, trips: int, nested: bool = False) -> StepTable:
-        key = (trips, nested)
+    def table(self, trips: int, nested: bool = False, exposed: bool = False) -> StepTable:
+        key = (trips, nested, exposed)
         table = self._cache.get(key)
         if table is None:
-            table = self._cache[key] = StepTable(*self._cut(trips, nested))
+            if exposed and not nested:
+                cut = (list(range(trips)), [1] * trips)
+            else:
+                cut = self._cut(trips, nested)
+            table = self._cache[key] = StepTable(*cut)
         return table
 
     def _cut(self, trips: int, nested: bool) -> tuple[list, list]:
