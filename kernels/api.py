@@ -106,8 +106,8 @@ def attention(
     CUDA GPU (or on the CPU under ``TRITON_INTERPRET=1``). d in 64, 128, 256.
     ``causal`` masks column j > row i (top-left aligned, as torch's ``is_causal``).
     ``sm_scale`` defaults to 1/sqrt(d). ``algo``: standard, v1, v2, v3 (Hopper only).
-    ``config``: a KernelConfig; default ``traces.config.default_config`` for this
-    workload and GPU, the same the trace generators use. ``out``: an optional
+    ``config``: a KernelConfig; default ``traces.config.kernel_config`` for this
+    workload and GPU (predict with the same config to compare). ``out``: an optional
     contiguous output buffer.
 
     fp8 (v3 only): q, k, v are ``torch.float8_e4m3fn`` with per-tensor descale

@@ -36,8 +36,9 @@ What it does not do (Triton's language does not let one express it):
 Measured (kernels/TUNING.md): the warp-specialised build hung on an H200 with
 Triton 3.6; the lease ended before the other v3 configurations ran on a GPU, so
 they are checked by the interpreter tests and by a local sm_90 compile only.
-``traces.config.default_config`` still asks v3 for warp specialisation; until
-it changes, pass ``config=KernelConfig(128, 128, 8, 3, "wgmma")``.
+``traces.config.default_config`` is FlashAttention-3's schedule (warp
+specialisation + ping-pong), which predictions use; this kernel runs
+``traces.config.kernel_config`` (no warp specialisation, no ping-pong, 3 stages).
 
 Causal masking is top-left aligned (row i sees columns j <= i). Tiles that run
 past the end of a head read the next head's rows, mask those columns to -inf

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
 from . import flash_v1, flash_v2, flash_v3, standard
-from .config import check_algo, check_fits, default_config
+from .config import check_algo, check_fits, default_config, kernel_config
 from .counters import Counters
 from .expand import FlatOp
 from .files import load, save, validate
@@ -40,6 +40,7 @@ __all__ = [
     "Workload",
     "build",
     "default_config",
+    "kernel_config",
     "load",
     "save",
     "validate",

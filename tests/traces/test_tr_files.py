@@ -209,7 +209,9 @@ def test_validate_rejects_what_the_gpu_cannot_run(gpus):
     wgmma_only = dataclasses.replace(a100, has_wgmma=True)
     with pytest.raises(TilesimError, match="tma: TMA loads need Hopper; a100_sxm4_80gb has no TMA"):
         validate(v3, wgmma_only)
-    v2 = build("v2", Workload(1, 1, 512, 512, 128), h100)
+    w2 = Workload(1, 1, 512, 512, 128)
+    # tiles that fit an A100's shared memory, so the wgmma check is the one that fires
+    v2 = build("v2", w2, h100, default_config("v2", w2, h100).replace(block_n=64))
     with pytest.raises(TilesimError, match="mma_path: wgmma needs Hopper"):
         validate(v2, a100)
     fp8 = build("v3", Workload(1, 1, 512, 512, 128, dtype="fp8"), h100)
