@@ -748,12 +748,14 @@ class _Story:
             "exactly (e^(x−m_old)·e^(m_old−m_new) = e^(x−m_new)), so the output is the same "
             "numbers up to floating-point rounding (tilesim's kernels are checked against a "
             "PyTorch reference, and `tilesim validate` checks every point before timing it). "
-            "Every algorithm takes one exponential per visible score: "
+            "Each algorithm takes one exponential per score it computes: "
             + ", ".join(f"{a} {fmt_si(exps[a])}" for a in algos) + ".",
             f"Nor is it a faster matmul: {flop_text}. The speed-up "
             f"({fmt_x(nums['speedup_v2_vs_standard'])}, v2 over standard) comes from bytes — "
             f"{fmt_x(nums['hbm_bytes_ratio_standard_vs_v2'])} fewer through HBM — and from "
-            "keeping the tensor cores fed.",
+            "keeping the tensor cores fed"
+            + (", plus, with the causal mask, from the blocks it never computes." if not same
+               else "."),
         ]
         return Section("not", "What FlashAttention is not", text, nums)
 
