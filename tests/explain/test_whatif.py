@@ -222,3 +222,9 @@ def test_cli_bad_input_is_one_line(tmp_path, extra, words):
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], r.stderr
+
+
+def test_without_dask_one_clear_line(gpu, small, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails as if absent
+    with pytest.raises(TilesimError, match=r"pip install tilesim\[cluster\]"):
+        run_sweep(gpu, parse_vary(VARY, gpu), ["v2"], small, scheduler="local-dask")
