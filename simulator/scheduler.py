@@ -41,8 +41,9 @@ from ..traces.occupancy import occupancy
 from .memory import N_COUNTERS
 from .sm import SM, Cta, Executor
 
-WARM_WAVES = 2  # waves simulated before the measuring window
-TAIL_WAVES = 2  # waves simulated at the end
+WARM_WAVES = 1  # waves simulated before the measuring window (then grown until steady)
+PERSISTENT_WARM_WAVES = 3  # persistent launches: a fixed head (items are assigned statically)
+TAIL_WAVES = 1  # waves simulated at the end, besides the last partial one
 STEADY_TOLERANCE = 0.0025  # steady: the rate changed by less than this over the last wave
 MIN_PERIODS = 4  # fewer periods than this in a launch: a sharing-only dim may be dropped
 
@@ -83,14 +84,15 @@ def period(compiled, slots: int) -> int:
     return g
 
 
-def make_plan(compiled, slots: int, fidelity: str) -> Plan | None:
+def make_plan(compiled, slots: int, fidelity: str, persistent: bool = False) -> Plan | None:
     """The wave-sampling plan of a launch, or None to simulate every item."""
     if fidelity != "fast":
         return None
     n = compiled.num_items
     g = period(compiled, slots)
     window = g * -(-slots // g)  # a multiple of g, at least one wave
-    head_min = WARM_WAVES * slots + window + slots
+    warm = PERSISTENT_WARM_WAVES if persistent else WARM_WAVES
+    head_min = warm * slots + window + slots
     tail = (n - TAIL_WAVES * slots) // g * g
     if tail <= head_min:
         return None
@@ -121,9 +123,9 @@ class LaunchRun:
         self.persistent = min(persistent, n) if persistent > 0 else 0
         slots = self.persistent or gpu.sm_count * per_sm
         self.slots = slots
-        self.plan = make_plan(compiled, slots, fidelity)
+        self.plan = make_plan(compiled, slots, fidelity, self.persistent > 0)
         self.starts: dict[int, float] = {}  # item -> time it started
-        self.ends: dict[int, float] = {}  # last item of a CTA -> time the CTA finished
+        self.ends: dict[int, float] = {}  # first item of a CTA -> time the CTA finished
         self.ctrs: dict[int, list] = {}  # item -> counters
         self.resident = [0] * len(sms)
         self.free = [(0, i) for i in range(len(sms))]  # (resident, sm): least loaded first
@@ -131,6 +133,8 @@ class LaunchRun:
         self.next_pending = 0
         self.next_item = 0  # non-persistent: the next grid item to place
         self.exhausted = False  # every CTA has been placed
+        self.by_pos = None  # persistent: mean item duration per period position
+        self.durations: dict = {}  # persistent: durations of the window's items
         self.running = 0
         self.done = Event(env)
         self.t0 = 0.0
@@ -197,6 +201,23 @@ class LaunchRun:
         before = self._rate(plan.head - plan.slots)
         return abs(now - before) <= STEADY_TOLERANCE * abs(before)
 
+    def _skipped_work(self, c: int) -> float:
+        """Cycles persistent CTA ``c`` would have spent on its skipped items.
+
+        Each skipped item costs the mean duration of the window's items at its
+        position in the period.
+        """
+        plan = self.plan
+        g = plan.period
+        if self.by_pos is None:
+            sums, counts = [0.0] * g, [0] * g
+            for i, dur in self.durations.items():
+                sums[i % g] += dur
+                counts[i % g] += 1
+            self.by_pos = [sums[k] / counts[k] for k in range(g)]
+        first = plan.head + (c - plan.head) % self.persistent
+        return sum(self.by_pos[i % g] for i in range(first, plan.tail, self.persistent))
+
     def _fill(self) -> None:
         free = self.free
         resident = self.resident
@@ -222,6 +243,7 @@ class LaunchRun:
         cta = Cta(sm)
         coords = self.compiled.coords
         name = self.launch.name
+        plan = self.plan
         for item in items:
             cta.G = coords(item)
             cta.reg = {}
@@ -238,10 +260,13 @@ class LaunchRun:
             for proc in procs:
                 if proc.callbacks is not None:
                     yield proc
+            if self.persistent and plan is not None and \
+                    plan.head - plan.window <= item < plan.head:
+                self.durations[item] = env._now - self.starts[item]
         if cta.stores:
             cta.drain = Event(env)
             yield cta.drain
-        self.ends[items[-1]] = env._now
+        self.ends[items[0]] = env._now  # keyed by the CTA's first item
         self._finished(sm.index)
 
     def _finished(self, sm: int) -> None:
@@ -269,8 +294,15 @@ class LaunchRun:
         if plan is None:
             return cycles, total, 0.0
         g, head, tail, window, _slots = plan.period, plan.head, plan.tail, plan.window, plan.slots
-        rate = self._rate(head)  # cycles per item in steady state
-        skipped_cycles = rate * (tail - head)
+        if self.persistent:
+            # Each persistent CTA would have finished later by its own skipped work
+            # (its mix of causal trip counts is its own): the launch ends with the
+            # last of them.
+            end = max(t + self._skipped_work(first % self.persistent)
+                      for first, t in sorted(self.ends.items()))
+            skipped_cycles = end - self.t1
+        else:
+            skipped_cycles = self._rate(head) * (tail - head)  # steady cycles per item
         # the window's average counters per position in the period
         reps = window // g
         by_pos = [[0.0] * N_COUNTERS for _ in range(g)]
