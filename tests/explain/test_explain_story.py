@@ -12,6 +12,7 @@ from tilesim.explain import DECODE_KV, SHORT_SEQLEN, build_explanation, main_wor
 from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
 from tilesim.traces import Workload, build, default_config
+from tilesim.traces.config import kernel_config
 from tilesim.traces.counters import counters
 
 B, H, N, D = 1, 4, 512, 64  # a small shape: the whole story in well under a second
@@ -109,6 +110,13 @@ def test_v3_on_hopper_equals_the_engine(h100_story):
         roles = [r.name for r in build("v3", w, gpu, fa3).launches[0].program.roles]
         assert n["fa3_roles"] == roles
         assert roles[0] == "producer" and len(roles) == 3
+    # and what the Triton kernel runs, when that is another schedule
+    triton = kernel_config("v3", w, gpu)
+    if triton != default:
+        assert n["triton_time_s"] == _sim(gpu, "v3", w, triton).time_s
+        assert n["triton_config"] == triton.to_dict()
+    else:
+        assert "triton_time_s" not in n
     fp8 = Workload(B, H, N, N, D, dtype="fp8")
     pf = _sim(gpu, "v3", fp8)
     assert n["fp8_time_s"] == pf.time_s and n["fp8_tflops"] == pf.tflops
