@@ -259,7 +259,8 @@ def gantt(sources, path: str | os.PathLike, sms: int = 4,
     """Draw the first ``sms`` SMs' pipes over time, one panel per source (see module doc).
 
     ``window`` is (start, end) in µs, ``"START:END"``, or None for a steady-state
-    stretch of each panel. ``sources`` may be one source or a list.
+    stretch of each panel (all panels the same length of time). ``sources`` may be
+    one source or a list.
     """
     if sms < 1:
         raise TilesimError(f"--sms must be at least 1, got {sms}")
@@ -275,9 +276,17 @@ def gantt(sources, path: str | os.PathLike, sms: int = 4,
         heights += [1.0, 0.22 * n_lanes]
     fig = Figure(figsize=(11, sum(heights) * 0.8 + 0.5 * len(docs)), layout="constrained")
     axes = fig.subplots(len(heights), 1, gridspec_kw={"height_ratios": heights})
+    if window is None:
+        # one time scale for every panel (the shortest steady-state stretch), so that
+        # side by side a serial schedule and an overlapped one compare at a glance
+        autos = [lanes.auto_window() for lanes in docs]
+        width = min(b - a for a, b in autos)
+        spans = [(a, a + width) for a, _ in autos]
+    else:
+        spans = [window] * len(docs)
     for k, lanes in enumerate(docs):
         mem_ax, sm_ax = axes[2 * k], axes[2 * k + 1]
-        lo, hi = window if window is not None else lanes.auto_window()
+        lo, hi = spans[k]
         _draw_memory(mem_ax, lanes, lo, hi)
         mem_ax.set_title(titles[k], fontsize=10, loc="left")
         _draw_lanes(sm_ax, lanes, sms, lo, hi)
