@@ -206,7 +206,13 @@ def gather(gpu: GPU, w: Workload, *, workers: int = 1, cache_dir=None, progress:
 
 def build_explanation(gpu: GPU, w: Workload, *, workers: int = 1, cache_dir=None,
                       progress: bool = False, fidelity: str = "fast") -> Explanation:
-    """Predict everything the story cites and write it (see the module docstring)."""
+    """Predict everything the story cites and write it (see the module docstring).
+
+    With ``w.dtype == "fp8"`` the story runs at fp16 and adds v3's fp8 variant (only v3
+    takes fp8); on a GPU without fp8 that is an error, not a silent fp16 story.
+    """
+    if w.dtype == "fp8":
+        check_algo("v3", w, gpu)
     runs = gather(gpu, w, workers=workers, cache_dir=cache_dir, progress=progress,
                   fidelity=fidelity)
     for key in ("standard", "v2"):

@@ -116,6 +116,7 @@ def test_gantt_cli(app, tmp_path):
           "-b", "1", "-H", "1"], "v3 needs Hopper"),
         (["gantt", "--gpu", "h100", "--window", "5:2", "--out", "g.png"], "--window"),
         (["explain", "--json", "--markdown"], "--json and --markdown"),
+        (["explain", "--gpu", "a100", "--dtype", "fp8"], "v3 needs Hopper"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args, words):
