@@ -34,8 +34,11 @@ SMS = 2  # SMs to draw
 
 def busy(events, cat):
     """Merged busy intervals (µs) of one pipe of SM 0."""
-    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                   if e.get("ph") == "X" and e.get("pid") == 1 and e.get("cat") == cat)
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("ph") == "X" and e.get("pid") == 1 and e.get("cat") == cat
+    )
     merged = []
     for a, b in spans:
         if merged and a <= merged[-1][1]:

@@ -29,8 +29,13 @@ from .traces.ir import Load, Loop, Trace
 from .traces.workload import Workload
 from .whatif import default_batch_heads
 
-NAMES = {"standard": "standard attention", "v1": "FlashAttention v1", "v2": "FlashAttention-2",
-         "v3": "FlashAttention-3", "v3_fp8": "FlashAttention-3 (fp8)"}
+NAMES = {
+    "standard": "standard attention",
+    "v1": "FlashAttention v1",
+    "v2": "FlashAttention-2",
+    "v3": "FlashAttention-3",
+    "v3_fp8": "FlashAttention-3 (fp8)",
+}
 DECODE_KV = (8192, 32768)  # KV-cache lengths of the decode scenario
 SHORT_SEQLEN = 128  # the launch-bound scenario: one short sequence
 WIDE_HEAD_DIM = 256  # the head dim whose tiles crowd shared memory
@@ -45,8 +50,12 @@ class Section:
     numbers: dict  # every figure the paragraphs cite, unrounded
 
     def to_dict(self) -> dict:
-        return {"key": self.key, "title": self.title, "paragraphs": list(self.paragraphs),
-                "numbers": dict(self.numbers)}
+        return {
+            "key": self.key,
+            "title": self.title,
+            "paragraphs": list(self.paragraphs),
+            "numbers": dict(self.numbers),
+        }
 
 
 @dataclass
@@ -65,9 +74,14 @@ class Explanation:
         raise KeyError(key)
 
     def to_dict(self) -> dict:
-        return {"gpu": self.gpu, "gpu_display": self.gpu_display, "workload": dict(self.workload),
-                "sections": [s.to_dict() for s in self.sections], "table": list(self.table),
-                "errors": dict(self.errors)}
+        return {
+            "gpu": self.gpu,
+            "gpu_display": self.gpu_display,
+            "workload": dict(self.workload),
+            "sections": [s.to_dict() for s in self.sections],
+            "table": list(self.table),
+            "errors": dict(self.errors),
+        }
 
 
 # -- formatting -----------------------------------------------------------------------
@@ -131,8 +145,16 @@ class Run:
     error: str | None = None
 
 
-def main_workload(gpu: GPU, seqlen: int, head_dim: int, batch: int | None, heads: int | None,
-                  causal: bool, dtype: str, seqlen_kv: int | None = None) -> Workload:
+def main_workload(
+    gpu: GPU,
+    seqlen: int,
+    head_dim: int,
+    batch: int | None,
+    heads: int | None,
+    causal: bool,
+    dtype: str,
+    seqlen_kv: int | None = None,
+) -> Workload:
     b, h = default_batch_heads(seqlen, head_dim)
     return Workload(batch or b, heads or h, seqlen, seqlen_kv or seqlen, head_dim, causal, dtype)
 
@@ -140,8 +162,15 @@ def main_workload(gpu: GPU, seqlen: int, head_dim: int, batch: int | None, heads
 def _plan(gpu: GPU, w: Workload) -> dict[str, tuple[str, Workload, object]]:
     hopper = gpu.has_tma and gpu.has_wgmma
     plan: dict[str, tuple[str, Workload, object]] = {}
-    base = Workload(w.batch, w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim, w.causal,
-                    "fp16" if w.dtype == "fp8" else w.dtype)
+    base = Workload(
+        w.batch,
+        w.heads,
+        w.seqlen_q,
+        w.seqlen_kv,
+        w.head_dim,
+        w.causal,
+        "fp16" if w.dtype == "fp8" else w.dtype,
+    )
     for algo in ("standard", "v1", "v2"):
         plan[algo] = (algo, base, None)
     if hopper:
@@ -159,11 +188,17 @@ def _plan(gpu: GPU, w: Workload) -> dict[str, tuple[str, Workload, object]]:
     fast = ("standard", "v2") + (("v3",) if hopper else ())
     for kv in DECODE_KV:
         for algo in fast:
-            plan[f"decode{kv}_{algo}"] = (algo, _with(base, seqlen_q=1, seqlen_kv=kv,
-                                                      causal=False), None)
+            plan[f"decode{kv}_{algo}"] = (
+                algo,
+                _with(base, seqlen_q=1, seqlen_kv=kv, causal=False),
+                None,
+            )
     for algo in fast:
-        plan[f"short_{algo}"] = (algo, _with(base, batch=1, seqlen_q=SHORT_SEQLEN,
-                                             seqlen_kv=SHORT_SEQLEN), None)
+        plan[f"short_{algo}"] = (
+            algo,
+            _with(base, batch=1, seqlen_q=SHORT_SEQLEN, seqlen_kv=SHORT_SEQLEN),
+            None,
+        )
     other = WIDE_HEAD_DIM if base.head_dim != WIDE_HEAD_DIM else 64
     for algo in ("v2",) + (("v3",) if hopper else ()):
         heads = max(1, base.heads * base.head_dim // other)  # same H*d: same FLOPs
@@ -177,8 +212,15 @@ def _with(w: Workload, **changes) -> Workload:
     return Workload(**d)
 
 
-def gather(gpu: GPU, w: Workload, *, workers: int = 1, cache_dir=None, progress: bool = False,
-           fidelity: str = "fast") -> dict[str, Run]:
+def gather(
+    gpu: GPU,
+    w: Workload,
+    *,
+    workers: int = 1,
+    cache_dir=None,
+    progress: bool = False,
+    fidelity: str = "fast",
+) -> dict[str, Run]:
     """Every prediction the story needs, with its trace and counters."""
     plan = _plan(gpu, w)
     runs: dict[str, Run] = {}
@@ -204,8 +246,15 @@ def gather(gpu: GPU, w: Workload, *, workers: int = 1, cache_dir=None, progress:
 # -- the story -------------------------------------------------------------------------------
 
 
-def build_explanation(gpu: GPU, w: Workload, *, workers: int = 1, cache_dir=None,
-                      progress: bool = False, fidelity: str = "fast") -> Explanation:
+def build_explanation(
+    gpu: GPU,
+    w: Workload,
+    *,
+    workers: int = 1,
+    cache_dir=None,
+    progress: bool = False,
+    fidelity: str = "fast",
+) -> Explanation:
     """Predict everything the story cites and write it (see the module docstring).
 
     With ``w.dtype == "fp8"`` the story runs at fp16 and adds v3's fp8 variant (only v3
@@ -213,8 +262,9 @@ def build_explanation(gpu: GPU, w: Workload, *, workers: int = 1, cache_dir=None
     """
     if w.dtype == "fp8":
         check_algo("v3", w, gpu)
-    runs = gather(gpu, w, workers=workers, cache_dir=cache_dir, progress=progress,
-                  fidelity=fidelity)
+    runs = gather(
+        gpu, w, workers=workers, cache_dir=cache_dir, progress=progress, fidelity=fidelity
+    )
     for key in ("standard", "v2"):
         if runs[key].pred is None:
             raise TilesimError(f"cannot explain this shape: {key} fails: {runs[key].error}")
@@ -250,8 +300,9 @@ def _extra_tensors(trace: Trace) -> dict[str, int]:
 
 def _score_traffic(c: Counters) -> int:
     """Bytes of the N x N matrices (S, P) through HBM, as the trace moves them."""
-    return sum(c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0)
-               for t in ("S", "P"))
+    return sum(
+        c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0) for t in ("S", "P")
+    )
 
 
 def _passes_note(passes: float) -> str:
@@ -291,8 +342,12 @@ class _Story:
         if not bad:
             return None
         why = "; ".join(f"{n}: {self.runs[n].error}" for n in bad if n in self.runs)
-        return Section(key, title, [f"Not predicted on this GPU and shape ({why})."],
-                       {"errors": {n: self.runs[n].error for n in bad if n in self.runs}})
+        return Section(
+            key,
+            title,
+            [f"Not predicted on this GPU and shape ({why})."],
+            {"errors": {n: self.runs[n].error for n in bad if n in self.runs}},
+        )
 
     # -- 0 ------------------------------------------------------------------------
     def setup(self) -> Section:
@@ -301,12 +356,21 @@ class _Story:
         closed = 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
         mask = "causal" if w.causal else "non-causal"
         nums = {
-            "batch": w.batch, "heads": w.heads, "seqlen_q": w.seqlen_q, "seqlen_kv": w.seqlen_kv,
-            "head_dim": w.head_dim, "dtype": w.dtype, "causal": w.causal,
-            "matmul_flops": flops, "closed_form_flops": closed,
-            "peak_tensor_flops": self.peak, "mma_path": self.path,
-            "hbm_bandwidth_Bps": gpu.hbm_bandwidth_Bps, "ridge_flop_per_byte": self.ridge,
-            "sm_count": gpu.sm_count, "smem_bytes_per_sm": gpu.smem_bytes_per_sm,
+            "batch": w.batch,
+            "heads": w.heads,
+            "seqlen_q": w.seqlen_q,
+            "seqlen_kv": w.seqlen_kv,
+            "head_dim": w.head_dim,
+            "dtype": w.dtype,
+            "causal": w.causal,
+            "matmul_flops": flops,
+            "closed_form_flops": closed,
+            "peak_tensor_flops": self.peak,
+            "mma_path": self.path,
+            "hbm_bandwidth_Bps": gpu.hbm_bandwidth_Bps,
+            "ridge_flop_per_byte": self.ridge,
+            "sm_count": gpu.sm_count,
+            "smem_bytes_per_sm": gpu.smem_bytes_per_sm,
             "l2_bytes": gpu.l2_bytes,
         }
         text = [
@@ -336,14 +400,22 @@ class _Story:
         launches = {lp.name: lp for lp in p.launches}
         sm = launches.get("softmax")
         nums = {
-            "s_bytes": s_bytes, "s_and_p_bytes": 2 * s_bytes,
-            "score_traffic_bytes": traffic, "score_passes": traffic / s_bytes,
-            "qkvo_bytes": qkvo, "hbm_bytes": p.hbm_bytes,
+            "s_bytes": s_bytes,
+            "s_and_p_bytes": 2 * s_bytes,
+            "score_traffic_bytes": traffic,
+            "score_passes": traffic / s_bytes,
+            "qkvo_bytes": qkvo,
+            "hbm_bytes": p.hbm_bytes,
             "score_share_of_hbm": max(0.0, 1 - qkvo / p.hbm_bytes),
-            "intensity_flop_per_byte": intensity, "ridge_flop_per_byte": self.ridge,
-            "time_s": p.time_s, "tflops": p.tflops, "bound": p.bound,
-            "hbm_utilisation": p.utilisation["hbm"], "hbm_floor_s": hbm_floor,
-            "compute_floor_s": compute_floor, "hbm_capacity_share": 2 * s_bytes / gpu.hbm_bytes,
+            "intensity_flop_per_byte": intensity,
+            "ridge_flop_per_byte": self.ridge,
+            "time_s": p.time_s,
+            "tflops": p.tflops,
+            "bound": p.bound,
+            "hbm_utilisation": p.utilisation["hbm"],
+            "hbm_floor_s": hbm_floor,
+            "compute_floor_s": compute_floor,
+            "hbm_capacity_share": 2 * s_bytes / gpu.hbm_bytes,
             "launch_times_s": {lp.name: lp.time_s for lp in p.launches},
         }
         w = self.w
@@ -371,8 +443,9 @@ class _Story:
                 f"({fmt_pct(nums['hbm_capacity_share'])} of the {fmt_bytes(gpu.hbm_bytes)} on "
                 "the card): memory, not just time, grows with N²."
             )
-        return Section("standard", "Standard attention: the N x N matrix goes through HBM", text,
-                       nums)
+        return Section(
+            "standard", "Standard attention: the N x N matrix goes through HBM", text, nums
+        )
 
     # -- 2 ------------------------------------------------------------------------
     def v1(self) -> Section:
@@ -384,22 +457,39 @@ class _Story:
         p, c, s = run.pred, run.counters, std.pred
         cfg = run.trace.config
         t_c = -(-self.w.seqlen_kv // cfg["block_n"])
-        reread = {t: c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0)
-                  for t in ("Q", "O", "L", "M")}
+        reread = {
+            t: c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0)
+            for t in ("Q", "O", "L", "M")
+        }
         saved = s.hbm_bytes - p.hbm_bytes
         nums = {
-            "hbm_bytes": p.hbm_bytes, "standard_hbm_bytes": s.hbm_bytes, "bytes_saved": saved,
-            "time_s": p.time_s, "standard_time_s": s.time_s, "time_saved_s": s.time_s - p.time_s,
-            "speedup_vs_standard": s.time_s / p.time_s, "score_traffic_bytes": _score_traffic(c),
-            "kv_blocks": t_c, "block_m": cfg["block_m"], "block_n": cfg["block_n"],
-            "reread_bytes": reread, "tflops": p.tflops, "bound": p.bound,
+            "hbm_bytes": p.hbm_bytes,
+            "standard_hbm_bytes": s.hbm_bytes,
+            "bytes_saved": saved,
+            "time_s": p.time_s,
+            "standard_time_s": s.time_s,
+            "time_saved_s": s.time_s - p.time_s,
+            "speedup_vs_standard": s.time_s / p.time_s,
+            "score_traffic_bytes": _score_traffic(c),
+            "kv_blocks": t_c,
+            "block_m": cfg["block_m"],
+            "block_n": cfg["block_n"],
+            "reread_bytes": reread,
+            "tflops": p.tflops,
+            "bound": p.bound,
             "intensity_flop_per_byte": p.matmul_flops / p.hbm_bytes,
         }
-        moved = (f"saves {fmt_bytes(saved)} of HBM traffic" if saved >= 0 else
-             f"moves {fmt_bytes(-saved)} more through HBM")
+        moved = (
+            f"saves {fmt_bytes(saved)} of HBM traffic"
+            if saved >= 0
+            else f"moves {fmt_bytes(-saved)} more through HBM"
+        )
         speed = fmt_speed(p.time_s, s.time_s, "standard")
-        verdict = (f"{moved} and {fmt_time(s.time_s - p.time_s)} ({speed})"
-                   if p.time_s < s.time_s else f"{moved} but is {speed}")
+        verdict = (
+            f"{moved} and {fmt_time(s.time_s - p.time_s)} ({speed})"
+            if p.time_s < s.time_s
+            else f"{moved} but is {speed}"
+        )
         o_q = reread["O"] + reread["Q"]
         text = [
             f"v1 cuts S into {cfg['block_m']} x {cfg['block_n']} tiles that live in shared "
@@ -432,23 +522,39 @@ class _Story:
         slots2 = gpu.sm_count * main2.ctas_per_sm
         busy1 = min(gpu.sm_count, main1.ctas)
         nums = {
-            "v1_ctas": main1.ctas, "v2_ctas": main2.ctas, "v1_slots": slots1, "v2_slots": slots2,
-            "v1_sms_busy": busy1, "v1_waves": main1.waves, "v2_waves": main2.waves,
-            "v1_fp32_ops": r1.counters.fp32_ops, "v2_fp32_ops": r2.counters.fp32_ops,
-            "v1_exp": r1.counters.exp_count, "v2_exp": r2.counters.exp_count,
-            "v1_hbm_bytes": p1.hbm_bytes, "hbm_bytes": p2.hbm_bytes, "time_s": p2.time_s,
-            "v1_time_s": p1.time_s, "speedup_vs_v1": p1.time_s / p2.time_s,
-            "speedup_vs_standard": s.time_s / p2.time_s, "tflops": p2.tflops,
-            "peak_share": p2.tflops * 1e12 / self.peak, "bound": p2.bound,
+            "v1_ctas": main1.ctas,
+            "v2_ctas": main2.ctas,
+            "v1_slots": slots1,
+            "v2_slots": slots2,
+            "v1_sms_busy": busy1,
+            "v1_waves": main1.waves,
+            "v2_waves": main2.waves,
+            "v1_fp32_ops": r1.counters.fp32_ops,
+            "v2_fp32_ops": r2.counters.fp32_ops,
+            "v1_exp": r1.counters.exp_count,
+            "v2_exp": r2.counters.exp_count,
+            "v1_hbm_bytes": p1.hbm_bytes,
+            "hbm_bytes": p2.hbm_bytes,
+            "time_s": p2.time_s,
+            "v1_time_s": p1.time_s,
+            "speedup_vs_v1": p1.time_s / p2.time_s,
+            "speedup_vs_standard": s.time_s / p2.time_s,
+            "tflops": p2.tflops,
+            "peak_share": p2.tflops * 1e12 / self.peak,
+            "bound": p2.bound,
             "utilisation": dict(p2.utilisation),
         }
         fill = main1.ctas / slots1
         text = [
             f"v1's grid is one CTA per (batch, head): {main1.ctas} CTAs for {gpu.sm_count} SMs "
             f"x {main1.ctas_per_sm} slots = {slots1} slots, so "
-            + (f"only {busy1} SMs get work" if main1.ctas < gpu.sm_count else
-               f"the slots are {fmt_pct(min(fill, 1.0))} filled in its first wave"
-               if fill < 1 else f"it runs {main1.waves} waves of long CTAs")
+            + (
+                f"only {busy1} SMs get work"
+                if main1.ctas < gpu.sm_count
+                else f"the slots are {fmt_pct(min(fill, 1.0))} filled in its first wave"
+                if fill < 1
+                else f"it runs {main1.waves} waves of long CTAs"
+            )
             + f". v2 swaps the loops (Q blocks outside, K/V inside) and gives each Q block its "
             f"own CTA: {main2.ctas} CTAs, {main2.waves} wave(s) of {slots2}. The Q tile and the "
             "running O stay on chip; O and the log-sum-exp are written once at the end.",
@@ -475,9 +581,16 @@ class _Story:
             except TilesimError as exc:
                 why = str(exc)
             p2 = self.p("v2")
-            nums = {"applies": False, "has_tma": gpu.has_tma, "has_wgmma": gpu.has_wgmma,
-                    "has_fp8": gpu.has_fp8, "arch": gpu.arch, "reason": why,
-                    "v2_tflops": p2.tflops, "peak_share": p2.tflops * 1e12 / self.peak}
+            nums = {
+                "applies": False,
+                "has_tma": gpu.has_tma,
+                "has_wgmma": gpu.has_wgmma,
+                "has_fp8": gpu.has_fp8,
+                "arch": gpu.arch,
+                "reason": why,
+                "v2_tflops": p2.tflops,
+                "peak_share": p2.tflops * 1e12 / self.peak,
+            }
             text = [
                 f"FlashAttention-3 does not apply on the {gpu.display_name} ({gpu.arch}): it is "
                 "built from Hopper features this GPU lacks — the Tensor Memory Accelerator "
@@ -503,11 +616,18 @@ class _Story:
         t_rate = gpu.tensor_flop_per_clk_per_sm(self.w.dtype, "wgmma")
         exp_ratio = (c3.exp_count / e_rate) / (c3.matmul_flops / t_rate)
         nums = {
-            "applies": True, "time_s": p3.time_s, "tflops": p3.tflops, "bound": p3.bound,
-            "v2_time_s": p2.time_s, "speedup_vs_v2": p2.time_s / p3.time_s,
-            "tma_loads": _uses_tma(r3.trace), "roles": roles, "pingpong": cfg["pingpong"],
+            "applies": True,
+            "time_s": p3.time_s,
+            "tflops": p3.tflops,
+            "bound": p3.bound,
+            "v2_time_s": p2.time_s,
+            "speedup_vs_v2": p2.time_s / p3.time_s,
+            "tma_loads": _uses_tma(r3.trace),
+            "roles": roles,
+            "pingpong": cfg["pingpong"],
             "warp_specialize": cfg["warp_specialize"],
-            "exp_to_gemm_time": exp_ratio, "utilisation": dict(p3.utilisation),
+            "exp_to_gemm_time": exp_ratio,
+            "utilisation": dict(p3.utilisation),
             "v2_utilisation": dict(p2.utilisation),
             "peak_share": p3.tflops * 1e12 / self.peak,
         }
@@ -518,8 +638,12 @@ class _Story:
                 f"into a {cfg['num_stages']}-stage ring of shared-memory buffers, and the "
                 "consumers run asynchronous wgmma: while the tensor cores compute the next "
                 "S = QKᵀ, the softmax of the previous tile runs on the SFU and FP32 pipes."
-                + (" With ping-pong the two consumers take turns on the tensor cores, one's "
-                   "softmax under the other's GEMMs." if cfg["pingpong"] else "")
+                + (
+                    " With ping-pong the two consumers take turns on the tensor cores, one's "
+                    "softmax under the other's GEMMs."
+                    if cfg["pingpong"]
+                    else ""
+                )
             )
         else:
             how = (
@@ -545,8 +669,13 @@ class _Story:
         if fa3 is not None and fa3.pred is not None:
             pa = fa3.pred
             fa3_roles = [r.name for r in fa3.trace.launches[0].program.roles]
-            nums.update(fa3_time_s=pa.time_s, fa3_tflops=pa.tflops, fa3_bound=pa.bound,
-                        fa3_roles=fa3_roles, fa3_speedup_vs_v3=p3.time_s / pa.time_s)
+            nums.update(
+                fa3_time_s=pa.time_s,
+                fa3_tflops=pa.tflops,
+                fa3_bound=pa.bound,
+                fa3_roles=fa3_roles,
+                fa3_speedup_vs_v3=p3.time_s / pa.time_s,
+            )
             text.append(
                 "FlashAttention-3's CUDA schedule goes further: warp specialisation (a "
                 f"producer warpgroup that only issues TMA loads, beside {len(fa3_roles) - 1} "
@@ -559,11 +688,21 @@ class _Story:
         tri = self.runs.get("v3_triton")
         if tri is not None and tri.pred is not None:
             pt, ct = tri.pred, tri.trace.config
-            nums.update(triton_time_s=pt.time_s, triton_tflops=pt.tflops, triton_bound=pt.bound,
-                        triton_config=dict(ct), triton_speedup_vs_v3=p3.time_s / pt.time_s)
-            missing_parts = [name for key, name in (("warp_specialize", "no producer warpgroup"),
-                                                     ("pingpong", "no ping-pong"))
-                             if cfg[key] and not ct[key]]
+            nums.update(
+                triton_time_s=pt.time_s,
+                triton_tflops=pt.tflops,
+                triton_bound=pt.bound,
+                triton_config=dict(ct),
+                triton_speedup_vs_v3=p3.time_s / pt.time_s,
+            )
+            missing_parts = [
+                name
+                for key, name in (
+                    ("warp_specialize", "no producer warpgroup"),
+                    ("pingpong", "no ping-pong"),
+                )
+                if cfg[key] and not ct[key]
+            ]
             text.append(
                 "tilesim's Triton v3 kernel (what `tilesim validate` measures) runs a simpler "
                 f"schedule — {', '.join(missing_parts) or 'other tiles'}, "
@@ -577,10 +716,17 @@ class _Story:
             pf = f8.pred
             fp8_peak = gpu.peak_tensor_flops("fp8", "wgmma")
             ratio8 = (f8.counters.exp_count / e_rate) / (
-                f8.counters.matmul_flops / gpu.tensor_flop_per_clk_per_sm("fp8", "wgmma"))
-            nums.update(fp8_time_s=pf.time_s, fp8_tflops=pf.tflops, fp8_bound=pf.bound,
-                        fp8_peak_flops=fp8_peak, fp8_exp_to_gemm_time=ratio8,
-                        fp8_hbm_bytes=pf.hbm_bytes, fp8_speedup_vs_fp16=p3.time_s / pf.time_s)
+                f8.counters.matmul_flops / gpu.tensor_flop_per_clk_per_sm("fp8", "wgmma")
+            )
+            nums.update(
+                fp8_time_s=pf.time_s,
+                fp8_tflops=pf.tflops,
+                fp8_bound=pf.bound,
+                fp8_peak_flops=fp8_peak,
+                fp8_exp_to_gemm_time=ratio8,
+                fp8_hbm_bytes=pf.hbm_bytes,
+                fp8_speedup_vs_fp16=p3.time_s / pf.time_s,
+            )
             text.append(
                 f"FP8 (e4m3 inputs, fp16 output) doubles the tensor peak to "
                 f"{fp8_peak / 1e12:.0f} TFLOPS and halves the input bytes "
@@ -612,12 +758,16 @@ class _Story:
             nums["by_kv"][kv] = {
                 "time_s": {a: ps[a].time_s for a in algos},
                 "speedup_v2_vs_standard": ps["standard"].time_s / v2.time_s,
-                "intensity_flop_per_byte": intensity, "v2_ctas": v2.launches[-1].ctas,
-                "achieved_Bps": bw, "hbm_share": bw / gpu.hbm_bandwidth_Bps, "bound": v2.bound,
+                "intensity_flop_per_byte": intensity,
+                "v2_ctas": v2.launches[-1].ctas,
+                "achieved_Bps": bw,
+                "hbm_share": bw / gpu.hbm_bandwidth_Bps,
+                "bound": v2.bound,
                 "fastest": best,
             }
             parts.append(
-                f"KV {kv}: " + ", ".join(f"{a} {fmt_time(ps[a].time_s)}" for a in algos)
+                f"KV {kv}: "
+                + ", ".join(f"{a} {fmt_time(ps[a].time_s)}" for a in algos)
                 + f"; v2 {fmt_x(ps['standard'].time_s / v2.time_s)} standard's speed, "
                 f"{intensity:.2f} FLOP/byte, K and V streamed at {bw / 1e12:.2f} TB/s "
                 f"({fmt_pct(bw / gpu.hbm_bandwidth_Bps)} of peak), bound: {v2.bound}"
@@ -629,8 +779,11 @@ class _Story:
             "keep out of HBM: every algorithm must read K and V once, at about 1 FLOP per byte "
             f"— far below the ridge point ({self.ridge:.0f}). The gain over standard attention "
             f"that was {fmt_x(main_speedup)} on the full shape "
-            + ("shrinks:" if all(v["speedup_v2_vs_standard"] < main_speedup
-                                 for v in nums["by_kv"].values()) else "does not shrink here:"),
+            + (
+                "shrinks:"
+                if all(v["speedup_v2_vs_standard"] < main_speedup for v in nums["by_kv"].values())
+                else "does not shrink here:"
+            ),
             "; ".join(parts) + ".",
             f"v2's grid has one CTA per (batch, head) here "
             f"({nums['by_kv'][DECODE_KV[0]]['v2_ctas']} for {gpu.sm_count} SMs), each walking "
@@ -650,7 +803,9 @@ class _Story:
         w = self.runs["short_v2"].workload
         over = gpu.launch_overhead_s
         nums = {
-            "seqlen": w.seqlen_q, "batch": w.batch, "heads": w.heads,
+            "seqlen": w.seqlen_q,
+            "batch": w.batch,
+            "heads": w.heads,
             "launch_overhead_s": over,
             "time_s": {a: ps[a].time_s for a in algos},
             "launches": {a: len(ps[a].launches) for a in algos},
@@ -665,7 +820,8 @@ class _Story:
             + "; ".join(
                 f"{a}: {fmt_time(ps[a].time_s)}, {len(ps[a].launches)} launch(es) = "
                 f"{fmt_pct(nums['launch_share'][a])} of it, bound: {ps[a].bound}"
-                for a in algos)
+                for a in algos
+            )
             + ".",
         ]
         work = {a: ps[a].time_s - len(ps[a].launches) * over for a in algos}
@@ -675,19 +831,23 @@ class _Story:
             f"v2 is {fmt_speed(ps['v2'].time_s, ps['standard'].time_s, 'standard attention')}, "
             f"partly because it launches one kernel instead of three: without the launches the "
             f"kernels take {fmt_time(work['standard'])} and {fmt_time(work['v2'])}. "
-            + (f"With {fmt_pct(v2_share)} of v2's time spent launching, fewer launches "
-               "(fused layers, CUDA graphs) would pay more here than a better attention kernel."
-               if v2_share >= 0.3 else
-               f"Launching is {fmt_pct(v2_share)} of v2's time at this shape.")
+            + (
+                f"With {fmt_pct(v2_share)} of v2's time spent launching, fewer launches "
+                "(fused layers, CUDA graphs) would pay more here than a better attention kernel."
+                if v2_share >= 0.3
+                else f"Launching is {fmt_pct(v2_share)} of v2's time at this shape."
+            )
         )
         return Section("short", title, text, nums)
 
     def wide(self) -> Section:
         algos = ("v2",) + (("v3",) if self.hopper else ())
         other = self.runs["wide_v2"].workload.head_dim
-        title = (f"Where it stops paying (3): head dim {other} crowds shared memory"
-                 if other > self.w.head_dim else
-                 f"Where it stops paying (3): head dim {self.w.head_dim} crowds shared memory")
+        title = (
+            f"Where it stops paying (3): head dim {other} crowds shared memory"
+            if other > self.w.head_dim
+            else f"Where it stops paying (3): head dim {self.w.head_dim} crowds shared memory"
+        )
         missing = self._missing("wide", title, tuple(f"wide_{a}" for a in algos))
         if missing:
             return missing
@@ -706,10 +866,13 @@ class _Story:
                 "other_tiles": [cw["block_m"], cw["block_n"], cw["num_stages"]],
                 "smem_per_cta": base.trace.launches[-1].smem_bytes,
                 "other_smem_per_cta": wide.trace.launches[-1].smem_bytes,
-                "ctas_per_sm": lb.ctas_per_sm, "other_ctas_per_sm": lw.ctas_per_sm,
+                "ctas_per_sm": lb.ctas_per_sm,
+                "other_ctas_per_sm": lw.ctas_per_sm,
                 "occupancy_limiter": lb.occupancy_limiter,
                 "other_occupancy_limiter": lw.occupancy_limiter,
-                "tflops": pb.tflops, "other_tflops": pw.tflops, "bound": pb.bound,
+                "tflops": pb.tflops,
+                "other_tflops": pw.tflops,
+                "bound": pb.bound,
                 "other_bound": pw.bound,
             }
             n = nums["by_algo"][a]
@@ -751,21 +914,29 @@ class _Story:
 
     # -- 6 ------------------------------------------------------------------------
     def is_not(self) -> Section:
-        algos = [a for a in ("standard", "v1", "v2", "v3") if a in self.runs
-                 and self.runs[a].counters is not None]
+        algos = [
+            a
+            for a in ("standard", "v1", "v2", "v3")
+            if a in self.runs and self.runs[a].counters is not None
+        ]
         flops = {a: self.runs[a].counters.matmul_flops for a in algos}
         exps = {a: self.runs[a].counters.exp_count for a in algos}
         w = self.w
         closed = 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
         s, p2 = self.p("standard"), self.p("v2")
-        nums = {"matmul_flops": flops, "exp_count": exps, "closed_form_flops": closed,
-                "hbm_bytes_ratio_standard_vs_v2": s.hbm_bytes / p2.hbm_bytes,
-                "speedup_v2_vs_standard": s.time_s / p2.time_s}
+        nums = {
+            "matmul_flops": flops,
+            "exp_count": exps,
+            "closed_form_flops": closed,
+            "hbm_bytes_ratio_standard_vs_v2": s.hbm_bytes / p2.hbm_bytes,
+            "speedup_v2_vs_standard": s.time_s / p2.time_s,
+        }
         same = len(set(flops.values())) == 1
         flop_text = (
             f"every algorithm multiplies the same {flops['v2'] / 1e9:,.1f} GFLOP "
-            f"(4·B·H·N²·d = {closed / 1e9:,.1f} G)" if same else
-            "; ".join(f"{a} {flops[a] / 1e9:,.1f} GFLOP" for a in algos)
+            f"(4·B·H·N²·d = {closed / 1e9:,.1f} G)"
+            if same
+            else "; ".join(f"{a} {flops[a] / 1e9:,.1f} GFLOP" for a in algos)
             + f" (4·B·H·N²·d = {closed / 1e9:,.1f} G; standard attention masks a full N x N "
             "product, the FlashAttention kernels skip blocks above the diagonal)"
         )
@@ -775,13 +946,17 @@ class _Story:
             "numbers up to floating-point rounding (tilesim's kernels are checked against a "
             "PyTorch reference, and `tilesim validate` checks every point before timing it). "
             "Each algorithm takes one exponential per score it computes: "
-            + ", ".join(f"{a} {fmt_si(exps[a])}" for a in algos) + ".",
+            + ", ".join(f"{a} {fmt_si(exps[a])}" for a in algos)
+            + ".",
             f"Nor is it a faster matmul: {flop_text}. The speed-up "
             f"({fmt_x(nums['speedup_v2_vs_standard'])}, v2 over standard) comes from bytes — "
             f"{fmt_x(nums['hbm_bytes_ratio_standard_vs_v2'])} fewer through HBM — and from "
             "keeping the tensor cores fed"
-            + (", plus, with the causal mask, from the blocks it never computes." if not same
-               else "."),
+            + (
+                ", plus, with the causal mask, from the blocks it never computes."
+                if not same
+                else "."
+            ),
         ]
         return Section("not", "What FlashAttention is not", text, nums)
 

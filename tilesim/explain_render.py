@@ -31,9 +31,7 @@ TABLE_COLUMNS = (
 def table_cells(row: dict) -> list[str]:
     """The table row as text, in TABLE_COLUMNS order."""
     if row.get("time_s") is None:
-        return [_algo(row), f"not predicted: {row.get('error')}"] + [""] * (
-            len(TABLE_COLUMNS) - 2
-        )
+        return [_algo(row), f"not predicted: {row.get('error')}"] + [""] * (len(TABLE_COLUMNS) - 2)
     extra = fmt_bytes(row["extra_bytes"])
     if row["extra_tensors"]:
         extra += f" ({', '.join(row['extra_tensors'])})"
@@ -70,16 +68,21 @@ PRECISION_NOTE = "softmax statistics and accumulators are fp32 in every algorith
 def _title(expl: Explanation) -> str:
     w = expl.workload
     mask = ", causal" if w["causal"] else ""
-    return (f"Attention on the {expl.gpu_display}: B={w['batch']} H={w['heads']} "
-            f"N={w['seqlen_q']} d={w['head_dim']} {w['dtype']}{mask}")
+    return (
+        f"Attention on the {expl.gpu_display}: B={w['batch']} H={w['heads']} "
+        f"N={w['seqlen_q']} d={w['head_dim']} {w['dtype']}{mask}"
+    )
 
 
 def render_rich(expl: Explanation, console: Console) -> None:
     console.print(Text(_title(expl), style="bold"))
     for i, s in enumerate(expl.sections):
         body = Group(*(Text(p) for p in _spaced(s.paragraphs)))
-        console.print(Panel(body, title=f"{i}. {s.title}", title_align="left",
-                            box=box.ROUNDED, padding=(0, 1)))
+        console.print(
+            Panel(
+                body, title=f"{i}. {s.title}", title_align="left", box=box.ROUNDED, padding=(0, 1)
+            )
+        )
     table = Table(title="Side by side", caption=PRECISION_NOTE, box=box.SIMPLE_HEAVY)
     for header, _ in TABLE_COLUMNS:
         table.add_column(header, overflow="fold")

@@ -94,8 +94,11 @@ class RooflinePoint:
 
 def roofs(gpu: GPU) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """(bandwidth roofs in B/s, compute roofs in FLOP/s or ops/s), labelled."""
-    bandwidths = [("HBM", gpu.hbm_bandwidth_Bps), ("L2", gpu.l2_bandwidth_Bps),
-                  ("shared memory", gpu.smem_bandwidth_Bps)]
+    bandwidths = [
+        ("HBM", gpu.hbm_bandwidth_Bps),
+        ("L2", gpu.l2_bandwidth_Bps),
+        ("shared memory", gpu.smem_bandwidth_Bps),
+    ]
     computes = [("tensor fp16 mma.sync", gpu.peak_tensor_flops("fp16", "mma_sync"))]
     if gpu.has_wgmma:
         computes.append(("tensor fp16 wgmma", gpu.peak_tensor_flops("fp16", "wgmma")))
@@ -106,8 +109,9 @@ def roofs(gpu: GPU) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     return bandwidths, computes
 
 
-def roofline(gpu: GPU, points: Sequence[RooflinePoint], path: str | os.PathLike,
-             title: str | None = None) -> Path:
+def roofline(
+    gpu: GPU, points: Sequence[RooflinePoint], path: str | os.PathLike, title: str | None = None
+) -> Path:
     bandwidths, computes = roofs(gpu)
     top = max(c for _, c in computes)
     ridges = [c / bw for _, c in computes for _, bw in bandwidths]
@@ -127,34 +131,60 @@ def roofline(gpu: GPU, points: Sequence[RooflinePoint], path: str | os.PathLike,
     hbm = bandwidths[0][1]
     for i, (name, bw) in enumerate(bandwidths):
         x_end = top / bw
-        ax.plot([x_lo, x_end], [bw * x_lo / 1e12, top / 1e12], "-" if i == 0 else "--",
-                color="0.25", lw=1.2)
+        ax.plot(
+            [x_lo, x_end],
+            [bw * x_lo / 1e12, top / 1e12],
+            "-" if i == 0 else "--",
+            color="0.25",
+            lw=1.2,
+        )
         # the label sits on its line, turned to its slope (in display coordinates)
         x_text = max(x_lo * 1.3, y_lo * 2.5e12 / bw)
         (x0, y0), (x1, y1) = ax.transData.transform(
-            [(x_text, bw * x_text / 1e12), (x_text * 2, bw * x_text * 2 / 1e12)])
-        ax.annotate(f"{name} {bw / 1e12:.3g} TB/s", (x_text, bw * x_text / 1e12 * 1.15),
-                    rotation=math.degrees(math.atan2(y1 - y0, x1 - x0)), rotation_mode="anchor",
-                    fontsize=8, color="0.25", va="bottom")
+            [(x_text, bw * x_text / 1e12), (x_text * 2, bw * x_text * 2 / 1e12)]
+        )
+        ax.annotate(
+            f"{name} {bw / 1e12:.3g} TB/s",
+            (x_text, bw * x_text / 1e12 * 1.15),
+            rotation=math.degrees(math.atan2(y1 - y0, x1 - x0)),
+            rotation_mode="anchor",
+            fontsize=8,
+            color="0.25",
+            va="bottom",
+        )
     for name, c in computes:
         knee = c / hbm
         ax.plot([knee, x_hi], [c / 1e12, c / 1e12], "-", color="0.45", lw=1.2)
-        ax.annotate(f"{name} {c / 1e12:.4g} TFLOPS", (knee * 1.08, c / 1e12 * 1.07),
-                    fontsize=8, color="0.3")
+        ax.annotate(
+            f"{name} {c / 1e12:.4g} TFLOPS", (knee * 1.08, c / 1e12 * 1.07), fontsize=8, color="0.3"
+        )
         if name.startswith("tensor"):
             ax.plot([knee], [c / 1e12], "o", color="0.45", ms=4)
-            ax.annotate(f"ridge {knee:.0f}", (knee * 1.08, c / 1e12 / 1.3), fontsize=7,
-                        color="0.35", va="top")
+            ax.annotate(
+                f"ridge {knee:.0f}",
+                (knee * 1.08, c / 1e12 / 1.3),
+                fontsize=7,
+                color="0.35",
+                va="top",
+            )
     colours: dict[str, str] = {}
     for p in points:
         if p.intensity <= 0 or p.tflops <= 0:
             continue
         colour = colours.setdefault(p.label, ALGO_COLOURS[len(colours) % len(ALGO_COLOURS)])
-        ax.scatter([p.intensity], [p.tflops], s=70, zorder=3, edgecolors=colour, linewidths=1.8,
-                   facecolors=colour if p.measured else "none")
+        ax.scatter(
+            [p.intensity],
+            [p.tflops],
+            s=70,
+            zorder=3,
+            edgecolors=colour,
+            linewidths=1.8,
+            facecolors=colour if p.measured else "none",
+        )
         if not p.measured:
-            ax.annotate(p.label, (p.intensity * 1.15, p.tflops), fontsize=9, color=colour,
-                        va="center")
+            ax.annotate(
+                p.label, (p.intensity * 1.15, p.tflops), fontsize=9, color=colour, va="center"
+            )
     ax.scatter([], [], s=60, facecolors="none", edgecolors="0.3", label="predicted")
     if any(p.measured for p in points):
         ax.scatter([], [], s=60, facecolors="0.3", edgecolors="0.3", label="measured")
@@ -211,7 +241,8 @@ class _Lanes:
                 launches.append((ev.get("name", ""), ev["ts"], ev["dur"]))
             elif ph == "X" and ev.get("cat") in PIPE_COLOURS:
                 busy.setdefault((pid - 1, ev["cat"]), []).append(
-                    (ev["ts"], ev["dur"], ev.get("name", "")))
+                    (ev["ts"], ev["dur"], ev.get("name", ""))
+                )
             elif ph == "C" and ev.get("name") in memory:
                 memory[ev["name"]].append((ev["ts"], sum(ev.get("args", {}).values())))
         for v in busy.values():
@@ -253,9 +284,13 @@ def parse_window(text: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def gantt(sources, path: str | os.PathLike, sms: int = 4,
-          window: tuple[float, float] | str | None = None,
-          titles: Sequence[str] | None = None) -> Path:
+def gantt(
+    sources,
+    path: str | os.PathLike,
+    sms: int = 4,
+    window: tuple[float, float] | str | None = None,
+    titles: Sequence[str] | None = None,
+) -> Path:
     """Draw the first ``sms`` SMs' pipes over time, one panel per source (see module doc).
 
     ``window`` is (start, end) in µs, ``"START:END"``, or None for a steady-state
@@ -291,8 +326,9 @@ def gantt(sources, path: str | os.PathLike, sms: int = 4,
         mem_ax.set_title(titles[k], fontsize=10, loc="left")
         _draw_lanes(sm_ax, lanes, sms, lo, hi)
     handles = [_patch(PIPE_COLOURS[p], PIPE_LABELS[p]) for p in LANES]
-    fig.legend(handles=handles, loc="outside upper right", ncol=len(LANES), fontsize=8,
-               frameon=False)
+    fig.legend(
+        handles=handles, loc="outside upper right", ncol=len(LANES), fontsize=8, frameon=False
+    )
     return save_figure(fig, path)
 
 
@@ -318,8 +354,7 @@ def _draw_memory(ax, lanes: _Lanes, lo: float, hi: float) -> None:
         if pts:
             xs = [max(t, lo) for t, _ in pts] + [hi]
             ys = [v for _, v in pts] + [pts[-1][1]]
-            ax.step(xs, ys, where="post", color=colour, lw=1.2,
-                    label=f"{name} GB/s (whole GPU)")
+            ax.step(xs, ys, where="post", color=colour, lw=1.2, label=f"{name} GB/s (whole GPU)")
             top = max(top, max(ys))
     ax.set_xlim(lo, hi)
     ax.set_ylim(0, top * 1.25 if top > 0 else 1)
@@ -349,8 +384,9 @@ def _draw_lanes(ax, lanes: _Lanes, sms: int, lo: float, hi: float) -> None:
             for alpha in (1.0, 0.55):
                 group = [s for s, a in zip(spans, alphas, strict=True) if a == alpha]
                 if group:
-                    ax.broken_barh(group, (y, 0.8), facecolors=PIPE_COLOURS[pipe], alpha=alpha,
-                                   linewidth=0)
+                    ax.broken_barh(
+                        group, (y, 0.8), facecolors=PIPE_COLOURS[pipe], alpha=alpha, linewidth=0
+                    )
             row += 1
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.set_ylim(-(row + 0.2), 0.2)
@@ -375,21 +411,29 @@ def whatif_plot(result, path: str | os.PathLike) -> Path:
         lines: dict[tuple, list] = {}
         for row in result.rows:
             others = tuple((k, v) for k, v in row["settings"].items() if k != vary.key)
-            label = (f"{row['algo']} N={row['seqlen']} d={row['head_dim']}"
-                     + "".join(f" {k}={v}" for k, v in others))
+            label = f"{row['algo']} N={row['seqlen']} d={row['head_dim']}" + "".join(
+                f" {k}={v}" for k, v in others
+            )
             lines.setdefault(label, [])
             if row["speedup"] is not None:
                 x = row["factors"].get(vary.key)
                 pos = vary.values.index(row["settings"][vary.key])
                 lines[label].append((x if x is not None else pos, row["speedup"]))
-        numeric = all(r["factors"].get(vary.key) is not None for r in result.rows
-                      if r["speedup"] is not None)
+        numeric = all(
+            r["factors"].get(vary.key) is not None for r in result.rows if r["speedup"] is not None
+        )
         for i, (label, pts) in enumerate(lines.items()):
             if not pts:
                 continue
             pts.sort()
-            ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=label,
-                    color=ALGO_COLOURS[i % len(ALGO_COLOURS)], ms=4)
+            ax.plot(
+                [x for x, _ in pts],
+                [y for _, y in pts],
+                "o-",
+                label=label,
+                color=ALGO_COLOURS[i % len(ALGO_COLOURS)],
+                ms=4,
+            )
         if numeric:
             ax.set_xscale("log", base=2)
             ticks = sorted({x for pts in lines.values() for x, _ in pts})

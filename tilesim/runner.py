@@ -145,10 +145,14 @@ class Cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise TilesimError(f"cannot create cache directory {str(path.parent)!r}: "
-                               f"{exc.strerror}") from None
-        text = json.dumps({"format": CACHE_FORMAT, "key": key, "prediction": prediction},
-                          sort_keys=True, separators=(",", ":"))
+            raise TilesimError(
+                f"cannot create cache directory {str(path.parent)!r}: {exc.strerror}"
+            ) from None
+        text = json.dumps(
+            {"format": CACHE_FORMAT, "key": key, "prediction": prediction},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w") as fh:

@@ -183,7 +183,11 @@ def run_sweep(
                     errors[len(jobs)] = str(exc)
                     jobs.append(Job(gpu, algo, w, fidelity=fidelity))  # placeholder
     outcomes, stats = run_jobs(
-        jobs, workers=workers, scheduler=scheduler, cache_dir=cache_dir, progress=progress,
+        jobs,
+        workers=workers,
+        scheduler=scheduler,
+        cache_dir=cache_dir,
+        progress=progress,
         on_result=on_result,
     )
 
@@ -198,8 +202,16 @@ def run_sweep(
     return SweepResult(gpu.name, tuple(varies), tuple(algos), tuple(rows), stats)
 
 
-def _row(gpu: GPU, w: Workload, algo: str, settings: dict, hw: GPU, out: Outcome | None,
-         base: Outcome, error: str | None) -> dict:
+def _row(
+    gpu: GPU,
+    w: Workload,
+    algo: str,
+    settings: dict,
+    hw: GPU,
+    out: Outcome | None,
+    base: Outcome,
+    error: str | None,
+) -> dict:
     factors = {}
     for key in settings:
         old, new = getattr(gpu, key), getattr(hw, key)

@@ -26,8 +26,15 @@ REGEN = os.environ.get("TILESIM_REGEN_EXAMPLES") == "1"
 def run_example(script: Path, out_dir: Path) -> str:
     """The script's stdout, run as a user would (its own process, outputs in ``out_dir``)."""
     env = {**os.environ, "TILESIM_OUT": str(out_dir), "PYTHONIOENCODING": "utf-8"}
-    r = subprocess.run([sys.executable, str(script), str(out_dir)], capture_output=True,
-                       text=True, encoding="utf-8", env=env, cwd=out_dir, timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(script), str(out_dir)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        cwd=out_dir,
+        timeout=600,
+    )
     if r.returncode != 0:
         raise AssertionError(f"{script.name} failed:\n{r.stderr}")
     return r.stdout

@@ -32,8 +32,13 @@ def invoke(app, *args):
 
 
 def run_tilesim(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "tilesim", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def test_explain_json_is_the_data(app):
@@ -56,16 +61,23 @@ def test_explain_markdown(app):
 
 def test_explain_rich_has_every_section(app):
     out = invoke(app, "explain", "--gpu", "h200", *SMALL)
-    for title in ("Standard attention", "FlashAttention v1", "FlashAttention-2",
-                  "FlashAttention-3", "decode", "launch-bound", "shared memory",
-                  "is not", "Side by side"):
+    for title in (
+        "Standard attention",
+        "FlashAttention v1",
+        "FlashAttention-2",
+        "FlashAttention-3",
+        "decode",
+        "launch-bound",
+        "shared memory",
+        "is not",
+        "Side by side",
+    ):
         assert title in out, title
 
 
 def test_roofline_json_points(app, tmp_path):
     out = tmp_path / "roof.png"
-    doc = json.loads(invoke(app, "roofline", "--gpu", "h100", *SMALL, "--out", str(out),
-                            "--json"))
+    doc = json.loads(invoke(app, "roofline", "--gpu", "h100", *SMALL, "--out", str(out), "--json"))
     assert out.stat().st_size > 10_000
     algos = [p["algo"] for p in doc["points"]]
     assert algos == ["standard", "v1", "v2", "v3"]
@@ -79,18 +91,36 @@ def test_roofline_measured_points_from_results(tmp_path):
     w = main_workload(gpu, 512, 64, 1, 4, False, "fp16")
     flops = 4 * 512 * 512 * 64 * 4
     doc = {
-        "schema_version": 1, "kind": "validate",
+        "schema_version": 1,
+        "kind": "validate",
         "metadata": {"device": {"name": "NVIDIA H100 80GB HBM3"}},
         "measurements": [
-            {"algo": "v2", "workload": w.to_dict(), "config": None, "status": "ok",
-             "time_s": 1e-5, "flops": flops},
-            {"algo": "v2", "workload": {**w.to_dict(), "seqlen_q": 1024, "seqlen_kv": 1024},
-             "config": None, "status": "ok", "time_s": 1e-5, "flops": flops},
+            {
+                "algo": "v2",
+                "workload": w.to_dict(),
+                "config": None,
+                "status": "ok",
+                "time_s": 1e-5,
+                "flops": flops,
+            },
+            {
+                "algo": "v2",
+                "workload": {**w.to_dict(), "seqlen_q": 1024, "seqlen_kv": 1024},
+                "config": None,
+                "status": "ok",
+                "time_s": 1e-5,
+                "flops": flops,
+            },
         ],
     }
     for row in doc["measurements"]:
-        row["config"] = {"block_m": 128, "block_n": 64, "num_warps": 8, "num_stages": 3,
-                         "mma_path": "wgmma"}
+        row["config"] = {
+            "block_m": 128,
+            "block_n": 64,
+            "num_warps": 8,
+            "num_stages": 3,
+            "mma_path": "wgmma",
+        }
     path = tmp_path / "2026-01-01-h100.json"
     path.write_text(json.dumps(doc))
     got = commands.measured_points(gpu, w, [path])
@@ -100,8 +130,22 @@ def test_roofline_measured_points_from_results(tmp_path):
 
 def test_gantt_cli(app, tmp_path):
     out = tmp_path / "g.png"
-    text = invoke(app, "gantt", "--gpu", "h100", "--algo", "v2,v3", "-n", "512", "-H", "2",
-                  "--sms", "2", "--out", str(out))
+    text = invoke(
+        app,
+        "gantt",
+        "--gpu",
+        "h100",
+        "--algo",
+        "v2,v3",
+        "-n",
+        "512",
+        "-H",
+        "2",
+        "--sms",
+        "2",
+        "--out",
+        str(out),
+    )
     assert "v2:" in text and "v3:" in text
     assert out.stat().st_size > 10_000
 
@@ -112,8 +156,24 @@ def test_gantt_cli(app, tmp_path):
         (["explain", "--gpu", "a100", "-d", "96"], "head_dim 96"),
         (["explain", "--gpu", "nope"], "nope"),
         (["roofline", "--gpu", "h100", "--out", "/no/such/dir/r.png"], "does not exist"),
-        (["roofline", "--gpu", "a100", "--algos", "v3", "--out", "r.png", "-n", "256",
-          "-b", "1", "-H", "1"], "v3 needs Hopper"),
+        (
+            [
+                "roofline",
+                "--gpu",
+                "a100",
+                "--algos",
+                "v3",
+                "--out",
+                "r.png",
+                "-n",
+                "256",
+                "-b",
+                "1",
+                "-H",
+                "1",
+            ],
+            "v3 needs Hopper",
+        ),
         (["gantt", "--gpu", "h100", "--window", "5:2", "--out", "g.png"], "--window"),
         (["explain", "--json", "--markdown"], "--json and --markdown"),
         (["explain", "--gpu", "a100", "--dtype", "fp8"], "v3 needs Hopper"),

@@ -53,8 +53,9 @@ def test_every_section_on_every_gpu(story):
     assert expl.errors == {}
     algos = [row["algo"] for row in expl.table]
     hopper = gpu.has_tma and gpu.has_wgmma
-    assert algos == (["standard", "v1", "v2", "v3", "v3_fp8"] if hopper else
-                     ["standard", "v1", "v2"])
+    assert algos == (
+        ["standard", "v1", "v2", "v3", "v3_fp8"] if hopper else ["standard", "v1", "v2"]
+    )
 
 
 def test_standard_numbers_equal_the_engine(story):
@@ -69,8 +70,9 @@ def test_standard_numbers_equal_the_engine(story):
     # S is B*H*N*N fp16 elements; S and P are each written once and read once
     assert n["s_bytes"] == B * H * N * N * 2
     assert n["score_traffic_bytes"] == 4 * n["s_bytes"]
-    assert n["ridge_flop_per_byte"] == gpu.ridge_point_flop_per_byte("fp16", default_config(
-        "v2", w, gpu).mma_path)
+    assert n["ridge_flop_per_byte"] == gpu.ridge_point_flop_per_byte(
+        "fp16", default_config("v2", w, gpu).mma_path
+    )
     # the prose cites the same figures
     text = " ".join(expl.section("standard").paragraphs)
     assert f"{p.tflops:.0f} TFLOPS" in text and f"bound: {p.bound}" in text
@@ -192,7 +194,11 @@ def test_table_rows_equal_the_engine(h100_story):
             continue
         p = _sim(gpu, row["algo"], w)
         assert (row["time_s"], row["tflops"], row["bound"], row["waves"]) == (
-            p.time_s, p.tflops, p.bound, p.waves)
+            p.time_s,
+            p.tflops,
+            p.bound,
+            p.waves,
+        )
         assert row["ctas"] == [lp.ctas for lp in p.launches]
     std = expl.table[0]
     assert std["extra_tensors"] == ["P", "S"] and std["extra_bytes"] == 2 * B * H * N * N * 2

@@ -31,7 +31,7 @@ def load_png(path):
 
 
 def colour_pixels(img, hex_colour, tol=0.04):
-    rgb = np.array([int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    rgb = np.array([int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
     return int((np.abs(img - rgb) < tol).all(axis=2).sum())
 
 
@@ -39,15 +39,19 @@ def colour_pixels(img, hex_colour, tol=0.04):
 def timelines():
     gpu = load_gpu("h100")
     w = Workload(1, 1, 4096, 4096, 128)  # 32 K/V blocks: a long steady state
-    return [simulate(build(a, w, gpu), gpu, "detailed", timeline=True, timeline_sms=2)
-            for a in ("v2", "v3")]
+    return [
+        simulate(build(a, w, gpu), gpu, "detailed", timeline=True, timeline_sms=2)
+        for a in ("v2", "v3")
+    ]
 
 
 def test_roofline_png(tmp_path):
     gpu = load_gpu("h100")
-    pts = [plots.RooflinePoint("standard", 30.0, 150.0),
-           plots.RooflinePoint("v2", 900.0, 550.0),
-           plots.RooflinePoint("v2", 900.0, 470.0, measured=True)]
+    pts = [
+        plots.RooflinePoint("standard", 30.0, 150.0),
+        plots.RooflinePoint("v2", 900.0, 550.0),
+        plots.RooflinePoint("v2", 900.0, 470.0, measured=True),
+    ]
     path = plots.roofline(gpu, pts, tmp_path / "r.png")
     img = load_png(path)
     assert colour_pixels(img, plots.ALGO_COLOURS[0]) > 20  # standard's hollow marker
@@ -97,8 +101,12 @@ def test_gantt_needs_a_timeline(tmp_path):
 
 def test_whatif_plot_png(tmp_path):
     gpu = load_gpu("h100")
-    res = run_sweep(gpu, parse_vary(["hbm_bandwidth_Bps=0.5x,1x,2x"], gpu), ["standard", "v2"],
-                    shapes([256], [64], batch=1, heads=2))
+    res = run_sweep(
+        gpu,
+        parse_vary(["hbm_bandwidth_Bps=0.5x,1x,2x"], gpu),
+        ["standard", "v2"],
+        shapes([256], [64], batch=1, heads=2),
+    )
     img = load_png(plots.whatif_plot(res, tmp_path / "w.png"))
     assert colour_pixels(img, plots.ALGO_COLOURS[0]) > 50
 

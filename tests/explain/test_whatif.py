@@ -48,25 +48,31 @@ def test_rows_are_the_product_in_order(gpu, small):
     varies = parse_vary(VARY + ["sm_count=66,132"], gpu)
     res = run_sweep(gpu, varies, ALGOS, small)
     assert len(res.rows) == 2 * 3 * 2
-    got = [(r["algo"], r["settings"]["hbm_bandwidth_Bps"], r["settings"]["sm_count"])
-           for r in res.rows]
+    got = [
+        (r["algo"], r["settings"]["hbm_bandwidth_Bps"], r["settings"]["sm_count"]) for r in res.rows
+    ]
     assert got == [(a, h, s) for a in ALGOS for h in ("0.5x", "1x", "2x") for s in ("66", "132")]
     for r in res.rows:
         w = Workload(1, 2, 256, 256, 64)
         hw = gpu.with_overrides(r["settings"])
-        changed = "".join(f"+{k}={v}" for k, v in sorted(r["settings"].items())
-                          if v not in ("1x", "132"))
+        changed = "".join(
+            f"+{k}={v}" for k, v in sorted(r["settings"].items()) if v not in ("1x", "132")
+        )
         assert r["gpu"] == gpu.name + changed  # the 1x point is the preset itself
         assert r["time_s"] == simulate(build(r["algo"], w, hw), hw).time_s
         base = simulate(build(r["algo"], w, gpu), gpu).time_s
         assert r["speedup"] == base / r["time_s"]
         assert r["factors"]["hbm_bandwidth_Bps"] == pytest.approx(
-            {"0.5x": 0.5, "1x": 1.0, "2x": 2.0}[r["settings"]["hbm_bandwidth_Bps"]])
+            {"0.5x": 0.5, "1x": 1.0, "2x": 2.0}[r["settings"]["hbm_bandwidth_Bps"]]
+        )
     one = [r for r in res.rows if r["settings"] == {"hbm_bandwidth_Bps": "1x", "sm_count": "132"}]
     assert all(r["speedup"] == 1.0 for r in one)
     # HBM-bound standard attention follows the bandwidth
-    std = {r["settings"]["hbm_bandwidth_Bps"]: r["speedup"] for r in res.rows
-           if r["algo"] == "standard" and r["settings"]["sm_count"] == "132"}
+    std = {
+        r["settings"]["hbm_bandwidth_Bps"]: r["speedup"]
+        for r in res.rows
+        if r["algo"] == "standard" and r["settings"]["sm_count"] == "132"
+    }
     assert std["0.5x"] < 1 < std["2x"]
 
 
@@ -81,7 +87,11 @@ def test_default_shapes():
     assert default_batch_heads(32768, 256) == (1, 8)
     ws = shapes([1024, 2048], [64, 128])
     assert [(w.seqlen_q, w.head_dim, w.batch, w.heads) for w in ws] == [
-        (1024, 64, 16, 32), (1024, 128, 16, 16), (2048, 64, 8, 32), (2048, 128, 8, 16)]
+        (1024, 64, 16, 32),
+        (1024, 128, 16, 16),
+        (2048, 64, 8, 32),
+        (2048, 128, 8, 16),
+    ]
 
 
 def test_failed_point_is_a_row(gpu, small):
@@ -174,23 +184,49 @@ def test_runners_agree(gpu, small):
     serial = run_sweep(gpu, varies, ALGOS, small, workers=1)
     pool = run_sweep(gpu, varies, ALGOS, small, workers=2)
     assert pool.stats.simulated == serial.stats.simulated
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         dask = run_sweep(gpu, varies, ALGOS, small, scheduler=client)
     assert serial.to_dict() == pool.to_dict() == dask.to_dict()
-    assert json.dumps(serial.to_dict(), sort_keys=True) == json.dumps(dask.to_dict(),
-                                                                       sort_keys=True)
+    assert json.dumps(serial.to_dict(), sort_keys=True) == json.dumps(
+        dask.to_dict(), sort_keys=True
+    )
 
 
 def run_tilesim(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "tilesim", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def test_cli_json_plot_and_cache(tmp_path):
-    args = ["whatif", "--gpu", "h100", "--vary", "hbm_bandwidth_Bps=0.5x,1x,2x", "--algos",
-            "standard,v2", "-n", "256", "-d", "64", "-b", "1", "-H", "2", "--jobs", "1"]
+    args = [
+        "whatif",
+        "--gpu",
+        "h100",
+        "--vary",
+        "hbm_bandwidth_Bps=0.5x,1x,2x",
+        "--algos",
+        "standard,v2",
+        "-n",
+        "256",
+        "-d",
+        "64",
+        "-b",
+        "1",
+        "-H",
+        "2",
+        "--jobs",
+        "1",
+    ]
     r = run_tilesim(*args, "--json", "--plot", "w.png", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -217,8 +253,7 @@ def test_cli_json_plot_and_cache(tmp_path):
     ],
 )
 def test_cli_bad_input_is_one_line(tmp_path, extra, words):
-    r = run_tilesim("whatif", "-n", "256", "-b", "1", "-H", "1", "-d", "64", *extra,
-                    cwd=tmp_path)
+    r = run_tilesim("whatif", "-n", "256", "-b", "1", "-H", "1", "-d", "64", *extra, cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], r.stderr

@@ -59,14 +59,16 @@ FidelityOpt = Annotated[
 ]
 CacheDirOpt = Annotated[
     Path | None,
-    typer.Option("--cache-dir", help=f"Prediction cache [default: {DEFAULT_CACHE_DIR}].",
-                 **_NO_DEFAULT),
+    typer.Option(
+        "--cache-dir", help=f"Prediction cache [default: {DEFAULT_CACHE_DIR}].", **_NO_DEFAULT
+    ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
 AlgosOpt = Annotated[
     str | None,
-    typer.Option("--algos", help="Comma-separated algorithms [default: all that apply].",
-                 **_NO_DEFAULT),
+    typer.Option(
+        "--algos", help="Comma-separated algorithms [default: all that apply].", **_NO_DEFAULT
+    ),
 ]
 
 
@@ -80,12 +82,21 @@ def register(app: typer.Typer) -> None:
 # -- helpers --------------------------------------------------------------------------
 
 
-def _workload(gpu: GPU, seqlen: int, seqlen_kv: int | None, head_dim: int, batch: int | None,
-              heads: int | None, causal: bool, dtype: str) -> Workload:
+def _workload(
+    gpu: GPU,
+    seqlen: int,
+    seqlen_kv: int | None,
+    head_dim: int,
+    batch: int | None,
+    heads: int | None,
+    causal: bool,
+    dtype: str,
+) -> Workload:
     from ..explain import main_workload
 
-    return main_workload(gpu, seqlen, head_dim, batch, heads, causal, dtype.strip().lower(),
-                         seqlen_kv)
+    return main_workload(
+        gpu, seqlen, head_dim, batch, heads, causal, dtype.strip().lower(), seqlen_kv
+    )
 
 
 def _int_list(text: str, option: str) -> list[int]:
@@ -155,8 +166,7 @@ def explain(
     jobs: JobsOpt = None,
     cache_dir: Annotated[
         Path | None,
-        typer.Option("--cache-dir", help="Reuse predictions cached in this folder.",
-                     **_NO_DEFAULT),
+        typer.Option("--cache-dir", help="Reuse predictions cached in this folder.", **_NO_DEFAULT),
     ] = None,
     fidelity: FidelityOpt = "fast",
 ) -> None:
@@ -171,8 +181,14 @@ def explain(
         raise TilesimError("choose one of --json and --markdown")
     hw = gpu_from_options(gpu, sets)
     w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
-    expl = build_explanation(hw, w, workers=_workers(jobs), cache_dir=cache_dir,
-                             progress=not (as_json or markdown), fidelity=_fidelity(fidelity))
+    expl = build_explanation(
+        hw,
+        w,
+        workers=_workers(jobs),
+        cache_dir=cache_dir,
+        progress=not (as_json or markdown),
+        fidelity=_fidelity(fidelity),
+    )
     if as_json:
         print_json(expl.to_dict())
     elif markdown:
@@ -198,8 +214,12 @@ def roofline(
     algos: AlgosOpt = None,
     results: Annotated[
         list[Path] | None,
-        typer.Option("--results", help="validate/bench results JSON with measured points "
-                     "[default: validate/results/*.json of this GPU].", **_NO_DEFAULT),
+        typer.Option(
+            "--results",
+            help="validate/bench results JSON with measured points "
+            "[default: validate/results/*.json of this GPU].",
+            **_NO_DEFAULT,
+        ),
     ] = None,
     as_json: JsonOpt = False,
     jobs: JobsOpt = None,
@@ -218,8 +238,11 @@ def roofline(
     for a in names:
         check_algo(a, w, hw)  # asked for by name: say why it cannot run
     _out_path(out)
-    outcomes, _ = run_jobs([Job(hw, a, w, fidelity=_fidelity(fidelity)) for a in names],
-                           workers=_workers(jobs), progress=not as_json)
+    outcomes, _ = run_jobs(
+        [Job(hw, a, w, fidelity=_fidelity(fidelity)) for a in names],
+        workers=_workers(jobs),
+        progress=not as_json,
+    )
     points, rows = [], []
     for algo, o in zip(names, outcomes, strict=True):
         if o.prediction is None:
@@ -228,16 +251,28 @@ def roofline(
         p = o.prediction
         x = p.matmul_flops / p.hbm_bytes if p.hbm_bytes else 0.0
         points.append(RooflinePoint(algo, x, p.tflops))
-        rows.append({"algo": algo, "intensity_flop_per_byte": x, "tflops": p.tflops,
-                     "bound": p.bound, "measured_tflops": None})
+        rows.append(
+            {
+                "algo": algo,
+                "intensity_flop_per_byte": x,
+                "tflops": p.tflops,
+                "bound": p.bound,
+                "measured_tflops": None,
+            }
+        )
     measured = measured_points(hw, w, results)
     for row in rows:
         m = measured.get(row["algo"])
         if m is not None and "tflops" in row:
             row["measured_tflops"] = m
             points.append(RooflinePoint(row["algo"], row["intensity_flop_per_byte"], m, True))
-    draw(hw, points, out, title=f"{hw.display_name}: B={w.batch} H={w.heads} N={w.seqlen_q} "
-         f"d={w.head_dim} {w.dtype}{' causal' if w.causal else ''}")
+    draw(
+        hw,
+        points,
+        out,
+        title=f"{hw.display_name}: B={w.batch} H={w.heads} N={w.seqlen_q} "
+        f"d={w.head_dim} {w.dtype}{' causal' if w.causal else ''}",
+    )
     if as_json:
         print_json({"gpu": hw.name, "workload": w.to_dict(), "points": rows, "out": str(out)})
         return
@@ -249,8 +284,13 @@ def roofline(
             table.add_row(row["algo"], "-", "-", "-", row["error"])
             continue
         m = row["measured_tflops"]
-        table.add_row(row["algo"], f"{row['intensity_flop_per_byte']:.1f}", f"{row['tflops']:.0f}",
-                      "-" if m is None else f"{m:.0f}", row["bound"])
+        table.add_row(
+            row["algo"],
+            f"{row['intensity_flop_per_byte']:.1f}",
+            f"{row['tflops']:.0f}",
+            "-" if m is None else f"{m:.0f}",
+            row["bound"],
+        )
     console.print(table)
     console.print(f"wrote {out}")
 
@@ -307,9 +347,13 @@ def gantt(
     out: Annotated[Path, typer.Option("--out", "-o", help="PNG (or .svg/.pdf) to write.")],
     algo: Annotated[
         list[str] | None,
-        typer.Option("--algo", "-a", help="Algorithm(s): repeat or comma-separate for one "
-                     "panel each, e.g. --algo v2,v3 [default: v2,v3 on Hopper, else v2].",
-                     **_NO_DEFAULT),
+        typer.Option(
+            "--algo",
+            "-a",
+            help="Algorithm(s): repeat or comma-separate for one "
+            "panel each, e.g. --algo v2,v3 [default: v2,v3 on Hopper, else v2].",
+            **_NO_DEFAULT,
+        ),
     ] = None,
     gpu: GpuOpt = DEFAULT_GPU,
     sets: SetOpt = None,
@@ -323,8 +367,9 @@ def gantt(
     sms: Annotated[int, typer.Option("--sms", help="SMs to draw.")] = 4,
     window: Annotated[
         str | None,
-        typer.Option("--window", help="START:END in µs [default: a steady-state stretch].",
-                     **_NO_DEFAULT),
+        typer.Option(
+            "--window", help="START:END in µs [default: a steady-state stretch].", **_NO_DEFAULT
+        ),
     ] = None,
     fidelity: Annotated[
         str, typer.Option("--fidelity", help="detailed draws every iteration; fast coalesces.")
@@ -346,12 +391,12 @@ def gantt(
     _out_path(out)
     preds = []
     for a in names:
-        preds.append(simulate(build(a, w, hw), hw, _fidelity(fidelity), timeline=True,
-                              timeline_sms=sms))
+        preds.append(
+            simulate(build(a, w, hw), hw, _fidelity(fidelity), timeline=True, timeline_sms=sms)
+        )
     draw(preds, out, sms=sms, window=span)
     for p in preds:
-        console.print(f"{p.algo}: {p.time_s * 1e6:.1f} µs, {p.tflops:.0f} TFLOPS, bound: "
-                      f"{p.bound}")
+        console.print(f"{p.algo}: {p.time_s * 1e6:.1f} µs, {p.tflops:.0f} TFLOPS, bound: {p.bound}")
     console.print(f"wrote {out}")
 
 
@@ -361,13 +406,17 @@ def gantt(
 def whatif(
     vary: Annotated[
         list[str],
-        typer.Option("--vary", help="KEY=V1,V2,... a hardware field and its values, e.g. "
-                     "hbm_bandwidth_Bps=0.5x,1x,2x (repeatable: the product is swept)."),
+        typer.Option(
+            "--vary",
+            help="KEY=V1,V2,... a hardware field and its values, e.g. "
+            "hbm_bandwidth_Bps=0.5x,1x,2x (repeatable: the product is swept).",
+        ),
     ],
     gpu: GpuOpt = DEFAULT_GPU,
     sets: SetOpt = None,
     algos: Annotated[str, typer.Option("--algos", help="Comma-separated algorithms.")] = (
-        "standard,v2"),
+        "standard,v2"
+    ),
     seqlens: Annotated[
         str, typer.Option("--seqlens", "-n", help="Comma-separated sequence lengths.")
     ] = str(DEFAULT_SEQLEN),
@@ -387,8 +436,12 @@ def whatif(
     no_cache: NoCacheOpt = False,
     scheduler: Annotated[
         str | None,
-        typer.Option("--scheduler", help="Dask: tcp://host:8786 (a running scheduler) or "
-                     "local-dask (a local cluster); needs tilesim[cluster].", **_NO_DEFAULT),
+        typer.Option(
+            "--scheduler",
+            help="Dask: tcp://host:8786 (a running scheduler) or "
+            "local-dask (a local cluster); needs tilesim[cluster].",
+            **_NO_DEFAULT,
+        ),
     ] = None,
     fidelity: FidelityOpt = "fast",
 ) -> None:
@@ -402,20 +455,35 @@ def whatif(
     hw = gpu_from_options(gpu, sets)
     varies = parse_vary(vary, hw)
     names = _algos(algos, hw, Workload(1, 1, 1, 1, 64))
-    workloads = shapes(_int_list(seqlens, "--seqlens"), _int_list(head_dims, "--head-dim"),
-                       batch=batch, heads=heads, causal=causal, dtype=dtype.strip().lower())
+    workloads = shapes(
+        _int_list(seqlens, "--seqlens"),
+        _int_list(head_dims, "--head-dim"),
+        batch=batch,
+        heads=heads,
+        causal=causal,
+        dtype=dtype.strip().lower(),
+    )
     if plot is not None:
         _out_path(plot)
     if no_cache and cache_dir is not None:
         raise TilesimError("choose one of --cache-dir and --no-cache")
     cache = None if no_cache else (cache_dir or Path(DEFAULT_CACHE_DIR))
-    result = run_sweep(hw, varies, names, workloads, fidelity=_fidelity(fidelity),
-                       workers=_workers(jobs), scheduler=scheduler, cache_dir=cache,
-                       progress=True)
+    result = run_sweep(
+        hw,
+        varies,
+        names,
+        workloads,
+        fidelity=_fidelity(fidelity),
+        workers=_workers(jobs),
+        scheduler=scheduler,
+        cache_dir=cache,
+        progress=True,
+    )
     st = result.stats
     err_console.print(
         f"{st.jobs} predictions: {st.simulated} simulated, {st.cached} from the cache"
-        + (f" ({cache})" if cache is not None else "") + f", {st.failed} failed",
+        + (f" ({cache})" if cache is not None else "")
+        + f", {st.failed} failed",
         highlight=False,
     )
     if plot is not None:
@@ -436,22 +504,41 @@ def _print_sweep(result) -> None:
     for col in ["N", "d", "algo", *keys, "time", "TFLOPS", "bound", "speed-up"]:
         # a long field name folds in its header (at its underscores); the figures never wrap
         vary = next((v for v in result.varies if v.key == col), None)
-        table.add_column(col.replace("_", " ") if vary else col,
-                         justify="left" if col in ("algo", "bound") else "right",
-                         no_wrap=vary is None, overflow="fold",
-                         min_width=max(map(len, vary.values)) if vary else None)
+        table.add_column(
+            col.replace("_", " ") if vary else col,
+            justify="left" if col in ("algo", "bound") else "right",
+            no_wrap=vary is None,
+            overflow="fold",
+            min_width=max(map(len, vary.values)) if vary else None,
+        )
     notes: list[str] = []  # failed points' messages, numbered below the table
     for r in result.rows:
         settings = [r["settings"][k] for k in keys]
         if r["error"]:
             if r["error"] not in notes:
                 notes.append(r["error"])
-            table.add_row(str(r["seqlen"]), str(r["head_dim"]), r["algo"], *settings,
-                          "-", "-", f"failed [{notes.index(r['error']) + 1}]", "-")
+            table.add_row(
+                str(r["seqlen"]),
+                str(r["head_dim"]),
+                r["algo"],
+                *settings,
+                "-",
+                "-",
+                f"failed [{notes.index(r['error']) + 1}]",
+                "-",
+            )
             continue
         speed = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
-        table.add_row(str(r["seqlen"]), str(r["head_dim"]), r["algo"], *settings,
-                      fmt_time(r["time_s"]), f"{r['tflops']:.0f}", r["bound"], speed)
+        table.add_row(
+            str(r["seqlen"]),
+            str(r["head_dim"]),
+            r["algo"],
+            *settings,
+            fmt_time(r["time_s"]),
+            f"{r['tflops']:.0f}",
+            r["bound"],
+            speed,
+        )
     console.print(table)
     for i, note in enumerate(notes, 1):
         console.print(f"[{i}] {note}", highlight=False, markup=False)
