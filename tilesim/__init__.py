@@ -1,3 +1,12 @@
 """tilesim: predict, explain and validate attention-kernel performance on GPUs."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``tilesim.predict`` is imported on first use: ``import tilesim`` stays light."""
+    if name == "predict":
+        from .api import predict
+
+        return predict
+    raise AttributeError(f"module 'tilesim' has no attribute {name!r}")

@@ -3,6 +3,6 @@
 To add a module, import it here and append it to COMMAND_MODULES.
 """
 
-from . import explain, gpu, hw, report, trace
+from . import explain, gpu, hw, predict, report, trace
 
-COMMAND_MODULES: list = [hw, trace, gpu, report, explain]
+COMMAND_MODULES: list = [hw, trace, gpu, report, explain, predict]

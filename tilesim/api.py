@@ -1,0 +1,72 @@
+"""`tilesim.predict`: one call from a shape to a `Prediction`.
+
+>>> import tilesim
+>>> p = tilesim.predict(gpu="h100", algo="v2", batch=4, heads=16, seqlen=4096, head_dim=128)
+>>> p.time_s, p.tflops, p.bound                                      # doctest: +SKIP
+
+It loads the GPU preset (applying what-if ``overrides``), builds the algorithm's
+trace with its default kernel configuration (or ``config``) and simulates it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .errors import TilesimError
+from .hwmodels import GPU, load_gpu
+from .simulator import Prediction, simulate
+from .traces import build, default_config
+from .traces.workload import KernelConfig, Workload
+
+
+def predict(
+    gpu: str | GPU = "h100",
+    algo: str = "v2",
+    batch: int = 4,
+    heads: int = 16,
+    seqlen: int = 4096,
+    head_dim: int = 128,
+    causal: bool = False,
+    dtype: str = "fp16",
+    config: KernelConfig | dict | None = None,
+    fidelity: str = "fast",
+    overrides: dict | None = None,
+    *,
+    seqlen_kv: int | None = None,
+    timeline: bool = False,
+) -> Prediction:
+    """Predict ``algo`` on the workload on ``gpu``.
+
+    ``gpu``: a preset name / alias / .toml path, or a `GPU`. ``overrides``: what-if
+    changes of the GPU's fields (``{"hbm_bandwidth_Bps": "2x"}``). ``config``: a
+    `KernelConfig`, or a dict of fields to change in the algorithm's default
+    (``{"block_n": 128}``). ``seqlen_kv`` defaults to ``seqlen``.
+    """
+    hw = gpu if isinstance(gpu, GPU) else load_gpu(gpu)
+    if overrides:
+        hw = hw.with_overrides(overrides)
+    workload = Workload(
+        batch=batch,
+        heads=heads,
+        seqlen_q=seqlen,
+        seqlen_kv=seqlen if seqlen_kv is None else seqlen_kv,
+        head_dim=head_dim,
+        causal=causal,
+        dtype=dtype,
+    )
+    trace = build(algo, workload, hw, _config(algo, workload, hw, config))
+    return simulate(trace, hw, fidelity, timeline)
+
+
+def _config(algo: str, workload: Workload, gpu: GPU, config) -> KernelConfig | None:
+    if config is None or isinstance(config, KernelConfig):
+        return config
+    if not isinstance(config, dict):
+        raise TilesimError(f"config must be a KernelConfig or a dict, got {type(config).__name__}")
+    fields = {f.name for f in dataclasses.fields(KernelConfig)}
+    unknown = sorted(set(config) - fields)
+    if unknown:
+        raise TilesimError(
+            f"unknown config field(s) {', '.join(unknown)} (valid: {', '.join(sorted(fields))})"
+        )
+    return default_config(algo, workload, gpu).replace(**config)

@@ -1,0 +1,392 @@
+"""`tilesim predict | compare | trace replay`: the engine's commands.
+
+* ``predict``: one algorithm on one workload, a table of the `Prediction`
+  (``--json`` for the full record, ``--timeline t.json`` for Perfetto).
+* ``compare``: the four algorithms over a grid of sequence lengths and head
+  dims at a fixed number of tokens per batch and hidden size, with the speed-up
+  over standard attention; the points run in parallel processes (``--jobs``).
+* ``trace replay``: simulate a ``*.trace.json`` file (a hand-written schedule
+  for a new kernel, or an exported one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+
+from ..errors import TilesimError
+from ..hwmodels import GPU
+from ..simulator import FIDELITIES, Prediction, simulate
+from ..simulator.timeline import DEFAULT_MAX_SMS
+from ..traces import build
+from ..traces.config import check_algo
+from ..traces.files import load
+from ..traces.workload import ALGOS, HEAD_DIMS, Workload
+from .common import (
+    DEFAULT_BATCH,
+    DEFAULT_DTYPE,
+    DEFAULT_GPU,
+    DEFAULT_HEAD_DIM,
+    DEFAULT_HEADS,
+    DEFAULT_SEQLEN,
+    BatchOpt,
+    CausalOpt,
+    DtypeOpt,
+    GpuOpt,
+    HeadDimOpt,
+    HeadsOpt,
+    JsonOpt,
+    SeqlenKvOpt,
+    SeqlenOpt,
+    SetOpt,
+    console,
+    err_console,
+    gpu_from_options,
+    print_json,
+    workload_from_options,
+)
+from .trace import (
+    AlgoOpt,
+    BlockMOpt,
+    BlockNOpt,
+    PathOpt,
+    PersistentOpt,
+    PingpongOpt,
+    SpecializeOpt,
+    StagesOpt,
+    WarpsOpt,
+    config_from_options,
+    trace_app,
+)
+
+DEFAULT_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+DEFAULT_HEAD_DIMS = (64, 128)
+DEFAULT_TOKENS = 16384
+DEFAULT_HIDDEN = 2048
+
+FidelityOpt = Annotated[
+    str, typer.Option("--fidelity", help="fast (coalesced steady state) or detailed (every step).")
+]
+TimelineOpt = Annotated[
+    Path | None,
+    typer.Option("--timeline", help="Write a Perfetto / Chrome trace JSON of the run here.",
+                 show_default=False, dir_okay=False),
+]
+TimelineSmsOpt = Annotated[int, typer.Option("--timeline-sms", help="SMs drawn in the timeline.")]
+TimelineWindowOpt = Annotated[
+    str | None,
+    typer.Option("--timeline-window", metavar="START_US:END_US",
+                 help="Only this time window (µs) in the timeline.", show_default=False),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict")(predict_cmd)
+    app.command("compare")(compare_cmd)
+    trace_app.command("replay")(replay_cmd)
+
+
+# -- predict ------------------------------------------------------------------------
+
+
+def predict_cmd(
+    algo: AlgoOpt = "v2",
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    batch: BatchOpt = DEFAULT_BATCH,
+    heads: HeadsOpt = DEFAULT_HEADS,
+    seqlen: SeqlenOpt = DEFAULT_SEQLEN,
+    seqlen_kv: SeqlenKvOpt = None,
+    head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    block_m: BlockMOpt = None,
+    block_n: BlockNOpt = None,
+    num_warps: WarpsOpt = None,
+    num_stages: StagesOpt = None,
+    mma_path: PathOpt = None,
+    persistent: PersistentOpt = None,
+    pingpong: PingpongOpt = None,
+    warp_specialize: SpecializeOpt = None,
+    fidelity: FidelityOpt = "fast",
+    as_json: JsonOpt = False,
+    timeline: TimelineOpt = None,
+    timeline_sms: TimelineSmsOpt = DEFAULT_MAX_SMS,
+    timeline_window: TimelineWindowOpt = None,
+) -> None:
+    """Predict the time, traffic and bottleneck of one attention kernel."""
+    hw = gpu_from_options(gpu, sets)
+    workload = workload_from_options(batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype)
+    check_algo(algo, workload, hw)
+    config = config_from_options(
+        algo, workload, hw, block_m=block_m, block_n=block_n, num_warps=num_warps,
+        num_stages=num_stages, mma_path=mma_path, persistent=persistent, pingpong=pingpong,
+        warp_specialize=warp_specialize,
+    )
+    trace = build(algo, workload, hw, config)
+    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window)
+
+
+def replay_cmd(
+    path: Annotated[Path, typer.Argument(help="A *.trace.json file.", show_default=False)],
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    fidelity: FidelityOpt = "fast",
+    as_json: JsonOpt = False,
+    timeline: TimelineOpt = None,
+    timeline_sms: TimelineSmsOpt = DEFAULT_MAX_SMS,
+    timeline_window: TimelineWindowOpt = None,
+) -> None:
+    """Simulate a trace file (written by `tilesim trace export` or by hand)."""
+    hw = gpu_from_options(gpu, sets)
+    trace = load(path)
+    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window)
+
+
+def _run_and_show(trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window) -> None:
+    _check_fidelity(fidelity)
+    if timeline is not None and not timeline.parent.is_dir():
+        raise TilesimError(f"--timeline: directory {str(timeline.parent)!r} does not exist")
+    if timeline_sms < 0:
+        raise TilesimError(f"--timeline-sms must be >= 0, got {timeline_sms}")
+    pred = simulate(
+        trace, hw, fidelity, timeline is not None, timeline_sms=timeline_sms,
+        timeline_window_s=_window(window),
+    )
+    if timeline is not None:
+        pred.timeline.write(timeline)
+    if as_json:
+        print_json(pred.to_dict())
+        return
+    _show(pred, hw)
+    if timeline is not None:
+        console.print(f"timeline: {timeline} (open it at https://ui.perfetto.dev)")
+
+
+def _check_fidelity(fidelity: str) -> None:
+    if fidelity not in FIDELITIES:
+        raise TilesimError(f"unknown fidelity {fidelity!r} (choose from {', '.join(FIDELITIES)})")
+
+
+def _window(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        start, end = (float(x) * 1e-6 for x in text.split(":"))
+    except ValueError:
+        raise TilesimError(
+            f"--timeline-window {text!r}: expected START_US:END_US, e.g. 0:50"
+        ) from None
+    if not 0 <= start < end:
+        raise TilesimError(f"--timeline-window {text!r}: needs 0 <= start < end")
+    return start, end
+
+
+def _show(p: Prediction, hw: GPU) -> None:
+    w = p.workload
+    shape = (
+        f"B={w.get('batch')} H={w.get('heads')} N={w.get('seqlen_q')}"
+        + (f"/{w.get('seqlen_kv')}" if w.get("seqlen_kv") != w.get("seqlen_q") else "")
+        + f" d={w.get('head_dim')} {w.get('dtype')}" + (" causal" if w.get("causal") else "")
+    ) if w else "(hand-written trace)"
+    table = Table(title=f"{p.algo} on {hw.display_name} ({p.gpu})", box=box.SIMPLE_HEAD,
+                  show_header=False)
+    table.add_column("quantity", style="bold")
+    table.add_column("value")
+    table.add_row("workload", shape)
+    if p.config:
+        table.add_row("config", ", ".join(f"{k}={v}" for k, v in p.config.items()))
+    table.add_row("time", f"{fmt_time(p.time_s)}  ({p.cycles:,.0f} SM cycles)")
+    table.add_row("throughput", f"{p.tflops:.1f} TFLOPS (matmul FLOPs {p.matmul_flops:.3g})")
+    rw = f"{fmt_bytes(p.hbm_read_bytes)} / {fmt_bytes(p.hbm_write_bytes)}"
+    table.add_row("HBM read / write", f"{rw}  (compulsory {fmt_bytes(p.compulsory_hbm_bytes)})")
+    table.add_row("L2 hit rate", f"{p.l2_hit_rate:.1%}")
+    table.add_row("bound", f"[bold]{p.bound}[/bold]")
+    table.add_row("utilisation", "  ".join(f"{k} {v:.0%}" for k, v in p.utilisation.items()))
+    waves = f"{p.waves} wave" + ("" if p.waves == 1 else "s")
+    table.add_row("grid", f"{waves}, {p.ctas_per_sm} CTAs/SM (longest launch)")
+    table.add_row("simulation", f"{p.fidelity}: {p.sim_events:,} events in {p.sim_wall_s:.2f} s")
+    console.print(table)
+    if len(p.launches) > 1 or p.launches[0].simulated_ctas != p.launches[0].ctas:
+        lt = Table(title="launches", box=box.SIMPLE_HEAD)
+        for col in ("launch", "time", "CTAs", "waves", "CTAs/SM", "HBM read", "HBM write",
+                    "bound", "simulated"):
+            lt.add_column(col, justify="left" if col in ("launch", "bound") else "right",
+                          no_wrap=True)
+        for lp in p.launches:
+            lt.add_row(lp.name, fmt_time(lp.time_s), f"{lp.ctas:,}", str(lp.waves),
+                       str(lp.ctas_per_sm), fmt_bytes(lp.hbm_read_bytes),
+                       fmt_bytes(lp.hbm_write_bytes), lp.bound, f"{lp.simulated_ctas:,}")
+        console.print(lt)
+
+
+# -- compare ---------------------------------------------------------------------------
+
+
+def compare_cmd(
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    seqlens: Annotated[str, typer.Option("--seqlens", help="Sequence lengths, comma-separated.")]
+    = ",".join(map(str, DEFAULT_SEQLENS)),
+    head_dims: Annotated[str, typer.Option("--head-dims", help="Head dims, comma-separated.")]
+    = ",".join(map(str, DEFAULT_HEAD_DIMS)),
+    algos: Annotated[
+        str | None,
+        typer.Option("--algos", help=f"Algorithms [default: {','.join(ALGOS)}, those the GPU "
+                     "can run].", show_default=False),
+    ] = None,
+    tokens: Annotated[int, typer.Option("--tokens", help="Tokens per batch: batch = tokens / N.")]
+    = DEFAULT_TOKENS,
+    hidden: Annotated[int, typer.Option("--hidden", help="H x d: heads = hidden / d.")]
+    = DEFAULT_HIDDEN,
+    causal: CausalOpt = False,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    fidelity: FidelityOpt = "fast",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel processes [default: CPUs].",
+                                      show_default=False)] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare standard attention and FlashAttention v1/v2/v3 over sequence lengths."""
+    from ..runner import Job, default_workers, run_jobs
+
+    _check_fidelity(fidelity)
+    hw = gpu_from_options(gpu, sets)
+    ns = _int_list(seqlens, "--seqlens")
+    ds = _int_list(head_dims, "--head-dims")
+    for d in ds:
+        if d not in HEAD_DIMS:
+            raise TilesimError(f"--head-dims: {d} is not supported (supported: "
+                               f"{', '.join(map(str, HEAD_DIMS))})")
+    explicit = algos is not None
+    names = [a.strip().lower() for a in algos.split(",") if a.strip()] if explicit else list(ALGOS)
+    if not names:
+        raise TilesimError("--algos: no algorithm given")
+    grid, notes = compare_grid(hw, ns, ds, names, tokens, hidden, causal, dtype, explicit)
+    if jobs < 0:
+        raise TilesimError(f"--jobs must be >= 0, got {jobs}")
+    workers = jobs or min(default_workers(), len(grid))
+    outcomes, _ = run_jobs([Job(hw, a, w, None, fidelity) for a, w in grid], workers=workers,
+                           progress=not as_json)
+    for (algo, w), out in zip(grid, outcomes, strict=True):
+        if not out.ok:
+            raise TilesimError(f"{algo} at N={w.seqlen_q} d={w.head_dim}: {out.error}")
+    rows = compare_rows(grid, [o.prediction for o in outcomes])
+    if as_json:
+        print_json({"gpu": hw.name, "tokens": tokens, "hidden": hidden, "causal": causal,
+                    "dtype": dtype, "fidelity": fidelity, "notes": notes, "rows": rows})
+        return
+    _show_compare(hw, rows, tokens, hidden, causal, dtype)
+    for note in notes:
+        err_console.print(f"note: {note}")
+
+
+def compare_grid(hw: GPU, ns, ds, algos, tokens: int, hidden: int, causal: bool, dtype: str,
+                 explicit: bool) -> tuple[list, list]:
+    """(algo, Workload) points of the compare grid, and notes on what was skipped."""
+    for a in algos:
+        if a not in ALGOS:
+            raise TilesimError(f"unknown algorithm {a!r} (choose from {', '.join(ALGOS)})")
+    points, notes, skipped = [], [], []
+    for d in ds:
+        if hidden % d or hidden < d:
+            raise TilesimError(f"--hidden {hidden} is not a multiple of head dim {d}")
+        for n in ns:
+            if tokens % n or tokens < n:
+                raise TilesimError(f"--tokens {tokens} is not a multiple of seqlen {n}")
+            w = Workload(tokens // n, hidden // d, n, n, d, causal=causal, dtype=dtype)
+            for a in algos:
+                try:
+                    check_algo(a, w, hw)
+                except TilesimError as exc:
+                    if explicit:
+                        raise
+                    if a not in skipped:
+                        skipped.append(a)
+                        notes.append(f"{a} skipped: {exc}")
+                    continue
+                points.append((a, w))
+    if not points:
+        raise TilesimError("nothing to compare: no algorithm can run these shapes on " + hw.name)
+    return points, notes
+
+
+def compare_rows(grid, preds) -> list[dict]:
+    """One row per point, with the speed-up over standard attention at the same shape."""
+    standard = {
+        (w.seqlen_q, w.head_dim): p.time_s for (a, w), p in zip(grid, preds, strict=True)
+        if a == "standard"
+    }
+    rows = []
+    for (a, w), p in zip(grid, preds, strict=True):
+        base = standard.get((w.seqlen_q, w.head_dim))
+        rows.append({
+            "seqlen": w.seqlen_q, "head_dim": w.head_dim, "batch": w.batch, "heads": w.heads,
+            "algo": a, "time_s": p.time_s, "tflops": p.tflops,
+            "hbm_bytes": p.hbm_read_bytes + p.hbm_write_bytes,
+            "speedup_vs_standard": base / p.time_s if base else None,
+            "bound": p.bound, "config": p.config,
+        })
+    return rows
+
+
+def _show_compare(hw: GPU, rows, tokens, hidden, causal, dtype) -> None:
+    title = (f"{hw.display_name} ({hw.name}): {tokens} tokens per batch, H*d = {hidden}, {dtype}"
+             + (", causal" if causal else ""))
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for col in ("N", "d", "B×H", "algo", "time", "TFLOPS", "HBM", "vs std", "bound"):
+        table.add_column(col, justify="left" if col in ("algo", "bound") else "right",
+                         no_wrap=True)
+    last = None
+    for r in rows:
+        key = (r["head_dim"], r["seqlen"])
+        if last is not None and key != last:
+            table.add_section()
+        last = key
+        speed = r["speedup_vs_standard"]
+        table.add_row(str(r["seqlen"]), str(r["head_dim"]), f"{r['batch']}×{r['heads']}",
+                      r["algo"], fmt_time(r["time_s"]), f"{r['tflops']:.0f}",
+                      fmt_bytes(r["hbm_bytes"]), "" if speed is None else f"{speed:.2f}x",
+                      r["bound"])
+    console.print(table)
+
+
+# -- formatting --------------------------------------------------------------------------
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise TilesimError(f"{option}: {part!r} is not an integer") from None
+        if value <= 0:
+            raise TilesimError(f"{option}: {value} must be positive")
+        values.append(value)
+    if not values:
+        raise TilesimError(f"{option}: no value given")
+    return values
+
+
+__all__ = ["compare_grid", "compare_rows", "register"]
