@@ -63,6 +63,8 @@ class PSServer:
         self.recorder = recorder  # timeline throughput counters, or None
         self.classes = [0] * len(costs)  # active transfers per class (read / write)
         self.costs = costs  # cycles per byte of each class
+        if recorder is not None:
+            self._record(0.0)  # every server has a counter track, busy or not
 
     def add(self, work: float, cls: int, callback, arg) -> None:
         """Start a transfer of ``work`` cycles; ``callback(arg, now)`` when it ends."""
@@ -70,12 +72,12 @@ class PSServer:
         if self.n:
             self.V += (now - self.last) / self.n
         self.last = now
-        if self.recorder is not None:
-            self._record(now)
         heappush(self.heap, (self.V + work, self.seq, cls, callback, arg))
         self.seq += 1
         self.n += 1
         self.classes[cls] += 1
+        if self.recorder is not None:
+            self._record(now)
         self._schedule(now)
 
     def _schedule(self, now: float) -> None:
@@ -98,8 +100,6 @@ class PSServer:
         if self.n:
             self.V += (now - self.last) / self.n
         self.last = now
-        if self.recorder is not None:
-            self._record(now)
         heap = self.heap
         limit = self.V + 1e-9 * (1.0 + abs(self.V))  # float slack on the finishing V
         done = []
@@ -108,6 +108,8 @@ class PSServer:
             self.n -= 1
             self.classes[item[2]] -= 1
             done.append(item)
+        if self.recorder is not None and done:
+            self._record(now)
         if heap:
             self._schedule(now)
         for item in done:  # after the state is consistent: callbacks may add transfers

@@ -213,12 +213,22 @@ class Executor:
         else:
             d, a, cnt = 0, 0, 1
         ptup = st.path[depth]
+        reg = cta.reg
+        log = sm.log
         for node in nodes:
             kind = node.kind
             if OP_MMA <= kind <= OP_WAIT:  # Mma, Vector or Wait (adjacent codes)
                 for dep in node.deps:
-                    ev = self._dep_event(cta, st, dep)
-                    if ev is not None and ev.callbacks is not None:
+                    if dep.offset:
+                        ev = self._dep_event(cta, st, dep)
+                        if ev is None:
+                            continue
+                    else:  # the common case, inlined: same iteration
+                        key = (dep.role, dep.name, st.path[dep.shared])
+                        ev = reg.get(key)
+                        if ev is None:
+                            ev = reg[key] = Event(env)
+                    if ev.callbacks is not None:
                         st.waiting = dep.name
                         yield ev
                 if kind == OP_WAIT:
@@ -239,8 +249,8 @@ class Executor:
                     sm.tensor_free = end
                     ctr[C_FLOPS] += flops
                     ctr[C_TENSOR] += busy
-                    if sm.log is not None and busy:
-                        sm.log.append((P_TENSOR, start, end, cta.label))
+                    if log is not None and busy:
+                        log.append((P_TENSOR, start, end, cta.label))
                 else:
                     ce = node.exp
                     exp = (ce.const * cnt if ce.fn is None else
@@ -255,8 +265,8 @@ class Executor:
                         end = sm.sfu_free = start + busy
                         ctr[C_EXP] += exp
                         ctr[C_SFU] += busy
-                        if sm.log is not None:
-                            sm.log.append((P_SFU, start, end, cta.label))
+                        if log is not None:
+                            log.append((P_SFU, start, end, cta.label))
                     if fp32:
                         busy = fp32 * self.fp32_cost
                         start = sm.fp32_free if sm.fp32_free > now else now
@@ -265,8 +275,8 @@ class Executor:
                         ctr[C_FP32_PIPE] += busy
                         if fend > end:
                             end = fend
-                        if sm.log is not None:
-                            sm.log.append((P_FP32, start, fend, cta.label))
+                        if log is not None:
+                            log.append((P_FP32, start, fend, cta.label))
                 if node.async_:
                     if node.id is not None:
                         key = (st.role, node.id, ptup)

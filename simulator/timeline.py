@@ -46,9 +46,9 @@ class Recorder:
         self.state[name] = (now, rates)
 
     def _integrate(self, name: str, t0: float, t1: float, rates: tuple) -> None:
+        bins = self.bins.setdefault(name, {})
         if t1 <= t0 or not any(rates):
             return
-        bins = self.bins.setdefault(name, {})
         width = self.bin
         b = int(t0 // width)
         while t0 < t1:
@@ -135,6 +135,10 @@ class Timeline:
         series = (("hbm", "HBM", ("read_GBps", "write_GBps")), ("l2", "L2", ("hit_GBps",)))
         for server, label, keys in series:
             bins = self.recorder.bins.get(server, {})
+            # a first sample at the start: every counter track exists, busy or not
+            start_us = 0.0 if self.window is None else self.window[0] * 1e6
+            events.append({"ph": "C", "name": label, "pid": 0, "tid": 0, "ts": start_us,
+                           "args": dict.fromkeys(keys, 0.0)})
             for b in sorted(bins):
                 ts = self._in_window(b * self.recorder.bin, b * self.recorder.bin)
                 if ts is None:

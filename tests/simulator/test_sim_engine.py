@@ -1,0 +1,241 @@
+"""The engine's semantics on hand-built traces, with cycle counts worked out by hand.
+
+Toy GPU (conftest.py): HBM 100 B/cycle read, 50 write, latency 500; L2 hits
+1000 B/cycle, latency 100; smem 100 B/cycle; tensor 2000 FLOP/cycle; SFU 10/cycle;
+FP32 100/cycle; one CTA per SM (2 SMs). An Mma(128, 128, 64) is 2,097,152 FLOPs:
+1048.576 cycles.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tilesim.errors import TilesimError
+from tilesim.simulator import simulate
+from tilesim.traces.ir import Arrive, Load, Loop, Mma, Store, Vector, Wait
+
+MMA = 1048.576  # cycles of Mma(128, 128, 64) on the toy GPU
+ONE = (("x", 1),)
+
+
+def mma(**kw):
+    return Mma(128, 128, 64, "fp16", **kw)
+
+
+def cycles(pred) -> float:
+    return pred.cycles
+
+
+def test_one_mma_takes_its_service_time(kit, gpu):
+    p = simulate(kit.trace((ONE, [("main", [mma()])])), gpu)
+    assert cycles(p) == pytest.approx(MMA, rel=1e-12)
+    assert p.time_s == pytest.approx(MMA * 1e-9, rel=1e-12)
+    assert p.matmul_flops == 2 * 128 * 128 * 64
+    assert p.utilisation["tensor"] == pytest.approx(0.5, rel=1e-9)  # one SM of two busy
+    assert p.bound == "tensor"
+
+
+def test_load_miss_then_mma(kit, gpu):
+    # 10000 B at 100 B/cycle = 100, + latency 500; smem writes 500..600: ready at 600
+    ops = [Load("a", "A", (0,), 10_000), mma(deps=("a",))]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(600 + MMA, rel=1e-12)
+    assert p.hbm_read_bytes == 10_000
+    assert p.l2_hit_rate == 0.0
+
+
+def test_concurrent_misses_on_one_tile_share_one_fill(kit, gpu):
+    # Two CTAs (two SMs) ask for the same tile at once: one HBM read; the second
+    # joins the fill in flight and is ready with it.
+    ops = [Load("a", "A", (0,), 10_000), mma(deps=("a",))]
+    p = simulate(kit.trace(((("x", 2),), [("main", ops)])), gpu)
+    assert p.hbm_read_bytes == 10_000
+    assert p.l2_hit_rate == pytest.approx(0.5)
+    assert cycles(p) == pytest.approx(600 + MMA, rel=1e-12)
+
+
+def test_concurrent_transfers_share_bandwidth(kit, gpu):
+    # Two different tiles at once: each gets 50 B/cycle, both done at 200 (+500).
+    ops = [Load("a", "A", ("x",), 10_000), mma(deps=("a",))]
+    p = simulate(kit.trace(((("x", 2),), [("main", ops)])), gpu)
+    assert p.hbm_read_bytes == 20_000
+    assert cycles(p) == pytest.approx(700 + MMA, rel=1e-12)
+
+
+def test_store_drains_before_the_cta_ends(kit, gpu):
+    p = simulate(kit.trace((ONE, [("main", [Store("C", (0,), 5_000)])])), gpu)
+    assert cycles(p) == pytest.approx(100, rel=1e-12)  # 5000 B at 50 B/cycle
+    assert p.hbm_write_bytes == 5_000
+    assert p.utilisation["hbm"] == pytest.approx(1.0)
+
+
+def test_stored_tile_hits_in_the_next_launch(kit, gpu):
+    # Launch 0 writes the tile (100... 200 cycles at 50 B/cycle); launch 1 reads it
+    # from L2: 10 cycles at 1000 B/cycle + latency 100, but smem takes 100..200.
+    store = (ONE, [("main", [Store("A", (0,), 10_000)])])
+    load = (ONE, [("main", [Load("a", "A", (0,), 10_000), mma(deps=("a",))])])
+    p = simulate(kit.trace(store, load), gpu)
+    assert p.hbm_read_bytes == 0
+    assert p.l2_hit_rate == 1.0
+    assert cycles(p) == pytest.approx(200 + 200 + MMA, rel=1e-12)
+    assert [lp.name for lp in p.launches] == ["L0", "L1"]
+    assert p.launches[1].hbm_read_bytes == 0
+
+
+@pytest.mark.parametrize("l2_bytes,reads", [(1_000_000, 1_800_000), (2_000_000, 1_200_000)])
+def test_l2_is_lru_with_a_byte_capacity(kit, l2_bytes, reads):
+    # a, b (600 KB each), then a again: with 1 MB of L2, b evicted a.
+    ops = [
+        Load("a", "A", (0,), 600_000), Wait(("a",)),
+        Load("b", "A", (1,), 600_000), Wait(("b",)),
+        Load("c", "A", (0,), 600_000), Wait(("c",)),
+    ]
+    p = simulate(kit.trace((ONE, [("main", ops)])), kit.gpu(l2_bytes=l2_bytes))
+    assert p.hbm_read_bytes == reads
+
+
+def test_vector_uses_sfu_and_fp32_pipes_in_parallel(kit, gpu):
+    p = simulate(kit.trace((ONE, [("main", [Vector(exp=1000, fp32=5000)])])), gpu)
+    assert cycles(p) == pytest.approx(100, rel=1e-12)  # max(1000/10, 5000/100)
+    assert p.exp_count == 1000 and p.fp32_ops == 5000
+
+
+@pytest.mark.parametrize("async_,expected", [(True, MMA), (False, MMA + 1000)])
+def test_async_mma_overlaps_the_next_op(kit, gpu, async_, expected):
+    ops = [mma(id="s", async_=async_), Vector(exp=10_000), Wait(("s",))]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("fidelity", ["fast", "detailed"])
+@pytest.mark.parametrize("prefetch,expected", [
+    # every iteration waits for its own load: 8 x (600 + MMA)
+    (0, 8 * (600 + MMA)),
+    # loads 0, 1 (before the loop) and 2 (at iteration 0) share HBM until 300,
+    # ready at 800; later loads are hidden behind the Mmas
+    (2, 800 + 8 * MMA),
+])
+def test_loop_prefetch(kit, gpu, prefetch, expected, fidelity):
+    loop = Loop("j", 8, (Load("k", "A", ("j",), 10_000), mma(deps=("k",))), prefetch=prefetch)
+    p = simulate(kit.trace((ONE, [("main", [loop])])), gpu, fidelity)
+    assert cycles(p) == pytest.approx(expected, rel=1e-12)
+    assert p.hbm_read_bytes == 80_000
+
+
+def _ring(depth: int):
+    producer = [Loop("j", 4, (Wait((f"free@-{depth}",)), Load("k", "A", ("j",), 10_000)))]
+    consumer = [Loop("j", 4, (mma(deps=("k",)), Arrive("free")))]
+    return [("producer", producer), ("consumer", consumer)]
+
+
+def test_producer_consumer_ring_of_one(kit, gpu):
+    # the producer refills only after the consumer released the previous tile
+    p = simulate(kit.trace((ONE, _ring(1))), gpu)
+    assert cycles(p) == pytest.approx(4 * (600 + MMA), rel=1e-12)
+
+
+def test_producer_consumer_ring_of_two(kit, gpu):
+    # k0, k1 issued at once (ready 700); k2 after Mma 0 (1748.576 + 600), hidden
+    p = simulate(kit.trace((ONE, _ring(2))), gpu)
+    assert cycles(p) == pytest.approx(700 + 4 * MMA, rel=1e-12)
+
+
+def test_dep_after_a_loop_waits_for_its_last_iteration(kit, gpu):
+    ops = [Loop("j", 3, (mma(id="m", async_=True),)), Wait(("m",))]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(3 * MMA, rel=1e-12)
+
+
+def test_zero_trip_loop_defines_nothing_to_wait_for(kit, gpu):
+    ops = [Loop("j", 0, (mma(id="m"),)), Wait(("m",)), Vector(fp32=100)]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(1, rel=1e-12)
+    assert p.matmul_flops == 0
+
+
+def test_store_waits_for_its_deps(kit, gpu):
+    ops = [mma(id="m", async_=True), Store("C", (0,), 5_000, deps=("m",))]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(MMA + 100, rel=1e-12)
+
+
+@pytest.mark.parametrize("ctas,waves", [(2, 1), (3, 2), (4, 2), (5, 3)])
+def test_waves_on_one_cta_per_sm(kit, gpu, ctas, waves):
+    p = simulate(kit.trace(((("x", ctas),), [("main", [mma()])])), gpu)
+    assert cycles(p) == pytest.approx(waves * MMA, rel=1e-12)
+    assert p.waves == waves and p.ctas_per_sm == 1
+
+
+def test_resident_ctas_share_their_sm_pipes(kit, gpu):
+    # smem 50 KB: 4 CTAs per SM (max_ctas_per_sm); 8 CTAs fill both SMs at once,
+    # and each SM's tensor pipe serves its 4 Mmas one after another.
+    p = simulate(kit.trace(((("x", 8),), [("main", [mma()])], 50_000)), gpu)
+    assert p.ctas_per_sm == 4 and p.waves == 1
+    assert cycles(p) == pytest.approx(4 * MMA, rel=1e-12)
+
+
+def test_persistent_ctas_loop_over_work_items(kit, gpu):
+    # 5 items on 2 persistent CTAs: CTA 0 runs items 0, 2, 4
+    p = simulate(kit.trace(((("x", 5),), [("main", [mma()])], 150_000, 2)), gpu)
+    assert cycles(p) == pytest.approx(3 * MMA, rel=1e-12)
+    assert p.launches[0].persistent_ctas == 2
+
+
+def test_grid_coordinates_reach_expressions(kit, gpu):
+    # CTA x loads x*1000 bytes: tiles (x) are distinct, bytes 0+1000
+    ops = [Load("a", "A", ("x",), "1000*x"), Wait(("a",))]
+    p = simulate(kit.trace(((("x", 2),), [("main", ops)])), gpu)
+    assert p.hbm_read_bytes == 1000
+
+
+def test_launch_overhead_and_launch_bound(kit):
+    gpu = kit.gpu(launch_overhead_s=1e-6)  # 1000 cycles per launch
+    launch = (ONE, [("main", [Vector(fp32=100)])])
+    p = simulate(kit.trace(launch, launch), gpu)
+    assert cycles(p) == pytest.approx(2 * (1000 + 1), rel=1e-12)
+    assert p.bound == "launch"
+    assert p.launches[0].time_s == pytest.approx(1001e-9)
+
+
+def test_latency_bound_when_nothing_is_busy(kit, gpu):
+    # a 100-byte load: 1 cycle of transfer and 500 of latency
+    ops = [Load("a", "A", (0,), 100), Vector(fp32=100, deps=("a",))]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert p.bound == "latency"
+    assert max(p.utilisation.values()) < 0.5
+
+
+def test_deadlock_is_a_clear_error(kit, gpu):
+    roles = [("a", [Wait(("b_done",)), Arrive("a_done")]),
+             ("b", [Wait(("a_done",)), Arrive("b_done")])]
+    with pytest.raises(TilesimError, match="deadlock"):
+        simulate(kit.trace((ONE, roles)), gpu)
+
+
+def test_malformed_trace_is_rejected_before_simulation(kit, gpu):
+    trace = kit.trace((ONE, [("main", [Load("a", "NOPE", (0,), 100)])]))
+    with pytest.raises(TilesimError) as exc:
+        simulate(trace, gpu)
+    assert "NOPE" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_gpu_without_the_features_a_trace_needs(kit):
+    trace = kit.trace((ONE, [("main", [Mma(64, 64, 64, "fp8")])]))
+    with pytest.raises(TilesimError, match="fp8"):
+        simulate(trace, kit.gpu(has_fp8=False))
+    big = kit.trace((ONE, [("main", [mma()])], 300_000))
+    with pytest.raises(TilesimError, match="shared memory"):
+        simulate(big, kit.gpu())
+
+
+def test_unknown_fidelity(kit, gpu):
+    with pytest.raises(TilesimError, match="fidelity"):
+        simulate(kit.trace((ONE, [("main", [mma()])])), gpu, "approximate")
+
+
+def test_utilisation_is_a_fraction(kit, gpu):
+    ops = [Load("a", "A", ("x",), 50_000), mma(deps=("a",)), Vector(exp=5000, fp32=5000),
+           Store("C", ("x",), 20_000)]
+    p = simulate(kit.trace(((("x", 6),), [("main", ops)])), gpu)
+    for name, value in p.utilisation.items():
+        assert 0.0 <= value <= 1.0 + 1e-9, name

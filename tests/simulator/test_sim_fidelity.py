@@ -1,0 +1,78 @@
+"""``fast`` against ``detailed``, and bit-identical predictions run to run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tilesim.hwmodels import load_gpu
+from tilesim.simulator import simulate
+from tilesim.simulator.bench import FIDELITY_GRID
+from tilesim.traces import Workload, build
+
+TOLERANCE = 0.02  # DESIGN.md: fast stays within 2% of detailed
+
+
+def _label(case):
+    gpu, algo, w = case
+    causal = "c" if w.causal else ""
+    return f"{gpu}-{algo}-B{w.batch}H{w.heads}N{w.seqlen_q}d{w.head_dim}{causal}"
+
+
+@pytest.mark.parametrize("case", FIDELITY_GRID, ids=_label)
+def test_fast_is_within_two_percent_of_detailed(case):
+    gpu_name, algo, workload = case
+    gpu = load_gpu(gpu_name)
+    trace = build(algo, workload, gpu)
+    fast = simulate(trace, gpu, "fast")
+    detailed = simulate(trace, gpu, "detailed")
+    assert fast.time_s == pytest.approx(detailed.time_s, rel=TOLERANCE)
+    assert fast.hbm_read_bytes == pytest.approx(detailed.hbm_read_bytes, rel=TOLERANCE)
+    assert fast.hbm_write_bytes == pytest.approx(detailed.hbm_write_bytes, rel=TOLERANCE)
+    assert fast.matmul_flops == detailed.matmul_flops
+    # the point of fast: fewer events (loops coalesced, waves sampled)
+    assert fast.sim_events <= detailed.sim_events
+
+
+def test_fast_really_samples_and_coalesces():
+    gpu = load_gpu("h100")
+    trace = build("v2", Workload(4, 16, 4096, 4096, 128), gpu)
+    fast, detailed = simulate(trace, gpu, "fast"), simulate(trace, gpu, "detailed")
+    assert fast.launches[0].simulated_ctas < fast.launches[0].ctas
+    assert detailed.launches[0].simulated_ctas == detailed.launches[0].ctas
+    assert fast.sim_events * 3 < detailed.sim_events
+    assert fast.time_s == pytest.approx(detailed.time_s, rel=TOLERANCE)
+
+
+@pytest.mark.parametrize("algo", ["standard", "v1", "v2", "v3"])
+def test_same_input_gives_a_bit_identical_prediction(algo):
+    gpu = load_gpu("h100")
+    trace = build(algo, Workload(2, 8, 2048, 2048, 64, causal=True), gpu)
+    a, b = simulate(trace, gpu), simulate(trace, gpu)
+    assert a == b  # every field but sim_wall_s
+    assert a.fingerprint() == b.fingerprint()
+
+
+_SCRIPT = """
+import tilesim
+for algo in ("standard", "v1", "v2", "v3"):
+    p = tilesim.predict(gpu="h100", algo=algo, batch=2, heads=4, seqlen=1536, head_dim=64,
+                        causal=True)
+    print(p.fingerprint())
+"""
+
+
+def test_prediction_does_not_depend_on_the_hash_seed():
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        res = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                             text=True, timeout=300, check=True)
+        outs.append(res.stdout)
+    assert outs[0] == outs[1]
+    assert len(outs[0].splitlines()) == 4
+    json.loads(outs[0].splitlines()[0])
