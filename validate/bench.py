@@ -20,6 +20,7 @@ from ..traces.workload import ALGOS
 from . import metadata, schema, timing
 from .grid import SDPA_BACKENDS, BenchShape
 
+RUN_LIMIT_S = 45.0  # one implementation on one shape not done by then: taken for a hang
 IMPLS = tuple(f"tilesim-{a}" for a in ALGOS) + tuple(f"sdpa-{b}" for b in SDPA_BACKENDS)
 
 
@@ -72,7 +73,26 @@ def run_bench(
     doc = schema.new_results("bench", meta)
     rows = doc["measurements"]
     t_start = time.perf_counter()
+    samplers = []
+
+    def on_hang(what: str) -> None:
+        rows.append(
+            _row(
+                what[1],
+                what[0],
+                None,
+                "error",
+                note=f"no result after {RUN_LIMIT_S:.0f} s (hung kernel?); the bench stopped here",
+            )
+        )
+        log(f"{what[1]}: no result after {RUN_LIMIT_S:.0f} s; results saved, exiting")
+        schema.save_results(doc, out_path)
+        for s in samplers:
+            s.__exit__(None, None, None)
+
+    watchdog = timing.Watchdog(RUN_LIMIT_S, on_hang)
     with metadata.ClockSampler(interval_ms=100) as sampler:
+        samplers.append(sampler)
         for i, shape in enumerate(shapes):
             w = shape.workload
             over = time_budget_s is not None and time.perf_counter() - t_start > time_budget_s
@@ -81,8 +101,10 @@ def run_bench(
                 if over:
                     rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
                     continue
+                watchdog.arm((w, impl))
                 row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler)
                 timing.release()
+                watchdog.disarm()
                 rows.append(row)
                 log(f"[{i + 1}/{len(shapes)}] {shape.label} {impl}: {_describe(row)}")
             q = k = v = None

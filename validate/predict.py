@@ -74,5 +74,19 @@ def pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
 
+def stop_pool(ex: ProcessPoolExecutor, shutdown: bool = True) -> None:
+    """Stop a pool now, running jobs included: kill its workers, then shut it down.
+
+    ``shutdown`` alone waits for running jobs at exit, and a worker orphaned by a
+    parent that ends with ``os._exit`` would wait forever on its queue (holding
+    the parent's stdout open). ``shutdown=False`` only kills: what a process
+    about to ``os._exit`` from another thread wants (shutdown can block there).
+    """
+    for proc in list(getattr(ex, "_processes", {}).values()):  # no public handle on them
+        proc.kill()
+    if shutdown:
+        ex.shutdown(wait=False, cancel_futures=True)
+
+
 def submit(ex: ProcessPoolExecutor, job: Job, fidelity: str = "fast"):
     return ex.submit(_run, job, fidelity)

@@ -20,9 +20,10 @@ from pathlib import Path
 from ..errors import TilesimError
 from . import metadata, schema, timing
 from .grid import GridPoint
-from .predict import Job, pool, submit
+from .predict import Job, pool, stop_pool, submit
 
 CHECKPOINT_EVERY = 1  # points between rewrites of the results file (a kill loses one point)
+POINT_LIMIT_S = 45.0  # a point not done by then is taken for a hung kernel
 MEMORY_MARGIN = 1.25  # scratch must fit in free memory with this margin
 
 
@@ -66,7 +67,31 @@ def run_validate(
     t_start = time.perf_counter()
     ex = pool(predict_workers) if predict_workers > 0 and presets else None
     futures: list[tuple[int, str, object]] = []
+
+    def on_hang(what: str) -> None:
+        i = len(rows)
+        rows.append(
+            _record(
+                points[i],
+                "error",
+                note=f"no result after {POINT_LIMIT_S:.0f} s (hung kernel?); the run stopped here",
+            )
+        )
+        rows.extend(
+            _record(p, "skipped", note="not run: an earlier point hung") for p in points[i + 1 :]
+        )
+        log(f"{what}: no result after {POINT_LIMIT_S:.0f} s; results saved, exiting")
+        schema.save_results(doc, out_path)
+        # children must not outlive us: they would hold our stdout open
+        for s in samplers:
+            s.__exit__(None, None, None)
+        if ex is not None:
+            stop_pool(ex, shutdown=False)
+
+    watchdog = timing.Watchdog(POINT_LIMIT_S, on_hang)
+    samplers = []
     with metadata.ClockSampler(interval_ms=100) as sampler:
+        samplers.append(sampler)
         try:
             for i, p in enumerate(points):
                 elapsed = time.perf_counter() - t_start
@@ -75,8 +100,10 @@ def run_validate(
                         _record(p, "skipped", note=f"time budget of {time_budget_s:.0f} s spent")
                     )
                     continue
+                watchdog.arm(p.label)
                 row = _measure(p, i, attention, warmup_ms, rep_ms, torch, sampler)
                 timing.release()  # the point's inputs and scratch are garbage now
+                watchdog.disarm()
                 rows.append(row)
                 log(f"[{i + 1}/{len(points)} {elapsed:5.0f}s] {p.label}: {_describe(row)}")
                 if ex is not None and row["status"] == "ok":
@@ -93,7 +120,7 @@ def run_validate(
                 rows[index].setdefault("predictions", {})[preset] = pred
         finally:
             if ex is not None:
-                ex.shutdown(wait=False, cancel_futures=True)
+                stop_pool(ex)
     metadata.finish(meta)
     schema.save_results(doc, out_path)
     return doc

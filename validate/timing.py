@@ -174,6 +174,41 @@ def clock_during(sampler, t0: float) -> float | None:
     return float(statistics.median(clocks)) if clocks else None
 
 
+class Watchdog:
+    """Ends the process cleanly when one point runs far too long (a hung kernel).
+
+    A hung GPU kernel blocks the main thread inside CUDA for good; a timer thread
+    still runs, so it calls ``on_hang`` (which records what happened and saves the
+    results file) and exits with status 3. The GPU is freed when the process ends.
+    """
+
+    EXIT_CODE = 3
+
+    def __init__(self, limit_s: float, on_hang: Callable[[object], None]):
+        self.limit_s = limit_s
+        self.on_hang = on_hang
+        self._timer = None
+
+    def arm(self, what: object) -> None:
+        import threading
+
+        self.disarm()
+        self._timer = threading.Timer(self.limit_s, self._fire, args=(what,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fire(self, what: object) -> None:
+        try:
+            self.on_hang(what)
+        finally:
+            os._exit(self.EXIT_CODE)
+
+
 def free_bytes() -> int:
     import torch
 

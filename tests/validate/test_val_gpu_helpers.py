@@ -72,3 +72,31 @@ def test_gpu_run_script_parses():
     script = Path(__file__).resolve().parents[2] / "validate" / "gpu_run.sh"
     r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_watchdog_records_and_exits(tmp_path):
+    """A point that never returns: the watchdog's handler runs, then the process exits 3."""
+    import sys
+
+    marker = tmp_path / "hung.txt"
+    code = (
+        "import time\n"
+        "from tilesim.validate.timing import Watchdog\n"
+        f"w = Watchdog(0.2, lambda what: open({str(marker)!r}, 'w').write(str(what)))\n"
+        "w.arm('point 7')\n"
+        "time.sleep(30)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == timing.Watchdog.EXIT_CODE
+    assert marker.read_text() == "point 7"
+
+
+def test_disarmed_watchdog_stays_quiet():
+    fired = []
+    w = timing.Watchdog(0.05, fired.append)
+    w.arm("x")
+    w.disarm()
+    import time
+
+    time.sleep(0.15)
+    assert fired == []
