@@ -50,6 +50,7 @@ class Point:
     bound: str | None = None
     error: str | None = None  # why there is no prediction
     stored: dict = field(default_factory=dict)  # predictions kept in the file, by preset
+    clock_MHz: float | None = None  # median SM clock read while it was timed
 
     @property
     def shape(self) -> tuple:
@@ -111,6 +112,12 @@ class Report:
             "ratios": self.ratio_summary(),
             "fastest": self.fastest(),
         }
+        clocks = sorted(p.clock_MHz for p in self.points if p.clock_MHz)
+        out["clock_sm_MHz"] = (
+            {"median": clocks[len(clocks) // 2], "min": clocks[0], "max": clocks[-1]}
+            if clocks
+            else None
+        )
         worst = pts[out["overall"]["max_abs_index"]]
         out["overall"]["max_abs_point"] = _label(worst)
         ext = {}
@@ -211,9 +218,17 @@ def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[
             w = schema.workload_from_record(row, where)
             if doc["kind"] == "validate":
                 cfg = schema.config_from_record(row, where)
-                stored = row.get("predictions") or {}
                 own.append(
-                    Point(name, row["algo"], row["algo"], w, cfg, row["time_s"], stored=stored)
+                    Point(
+                        name,
+                        row["algo"],
+                        row["algo"],
+                        w,
+                        cfg,
+                        row["time_s"],
+                        stored=row.get("predictions") or {},
+                        clock_MHz=row.get("clock_sm_MHz"),
+                    )
                 )
             elif doc["kind"] == "bench" and row.get("impl") in EXTERNAL_SCHEDULES:
                 algo, config_fn = EXTERNAL_SCHEDULES[row["impl"]]
@@ -300,6 +315,14 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
                 f"{r['mean_abs_pct']:.1f}% mean |err|, {r['signed_mean_pct']:+.1f}% signed "
                 f"(n={r['n']}; measured {r['measured_mean']:.2f}x, predicted "
                 f"{r['predicted_mean']:.2f}x)",
+            )
+        )
+    c = summary.get("clock_sm_MHz")
+    if c:
+        rows.append(
+            (
+                "SM clock while timed",
+                f"{c['median']:.0f} MHz median ({c['min']:.0f}-{c['max']:.0f})",
             )
         )
     f = summary["fastest"]

@@ -70,6 +70,12 @@ def summarize_validate(doc: dict) -> list[str]:
             f"signed {s.signed_mean_pct:+.1f}%, max {s.max_abs_pct:+.1f}%, "
             f"Spearman {s.spearman:.3f}"
         )
+    clocks = sorted(r["clock_sm_MHz"] for r in rows if r.get("clock_sm_MHz"))
+    if clocks:
+        lines.append(
+            f"  SM clock while timed: {clocks[len(clocks) // 2]:.0f} MHz median "
+            f"({clocks[0]:.0f}-{clocks[-1]:.0f})"
+        )
     bad = [r for r in rows if r["status"] in ("wrong", "error")]
     for r in bad[:6]:
         w = r["workload"]

@@ -57,6 +57,7 @@ def files(tmp_path_factory):
                 "ok",
                 time_s=p / (1 + e),
                 rel_error=1e-3,
+                clock_sm_MHz=1980.0 if algo == "v1" else 1755.0,
                 predictions={"h200": {"time_s": 123.0}},
             )
         )
@@ -110,6 +111,7 @@ def test_errors_are_recomputed_exactly(rep):
     assert list(s["by_algo"]) == ["standard", "v1", "v2", "v3"]
     assert set(s["by_head_dim"]) == {"64"}
     assert s["by_mask"]["causal"]["n"] == 4
+    assert s["clock_sm_MHz"] == {"median": 1755.0, "min": 1755.0, "max": 1980.0}
 
 
 def test_speedup_ratio_errors(rep):
