@@ -199,7 +199,11 @@ class _nullcontext:
 
 def _describe(row: dict) -> str:
     if row["status"] == "ok":
-        return f"{row['time_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOPS"
+        parts = row.get("parts") or {}
+        split = ", ".join(f"{k.removeprefix('standard_')} {v * 1e3:.3f}" for k, v in parts.items())
+        return f"{row['time_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOPS" + (
+            f" ({split} ms)" if split else ""
+        )
     return f"{row['status'].upper()}: {row['note']}"
 
 
