@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import TilesimError
-from ..traces.config import default_config
+from ..traces.config import kernel_config
 from ..traces.workload import ALGOS
 from . import metadata, schema, timing
 from .grid import SDPA_BACKENDS, BenchShape
@@ -125,7 +125,7 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
     try:
         if impl.startswith("tilesim-"):
             algo = impl.removeprefix("tilesim-")
-            config = default_config(algo, w, preset)
+            config = kernel_config(algo, w, preset)
             if algo == "standard":
                 need = timing.standard_scratch_bytes(w) * 1.25
                 if need > timing.free_bytes():

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
-from ..traces.config import check_algo, default_config
+from ..traces.config import check_algo, kernel_config
 from ..traces.workload import ALGOS, KernelConfig, Workload
 
 TOKENS = 16384  # tokens per batch (batch x seqlen)
@@ -120,7 +120,7 @@ def validate_grid(
             w = workload(n, d, c, dtype, tokens, hidden)
             if not _runnable(algo, w, gpu):
                 continue
-            points.append(GridPoint(algo, w, default_config(algo, w, gpu), dtype))
+            points.append(GridPoint(algo, w, kernel_config(algo, w, gpu), dtype))
     return points
 
 

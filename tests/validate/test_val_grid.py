@@ -4,7 +4,7 @@ import pytest
 
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
-from tilesim.traces.config import default_config
+from tilesim.traces.config import kernel_config
 from tilesim.validate import grid
 
 
@@ -49,7 +49,7 @@ def test_validate_grid_on_h200_covers_every_point():
         assert w.heads * w.head_dim == grid.HIDDEN
         assert w.seqlen_q == w.seqlen_kv
         assert w.dtype == p.group
-        assert p.config == default_config(p.algo, w, gpu)
+        assert p.config == kernel_config(p.algo, w, gpu)  # what the Triton kernel runs
     labels = [p.label for p in points]
     assert len(set(labels)) == len(labels)
 
