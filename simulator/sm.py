@@ -33,6 +33,7 @@ from .memory import (
 from .program import OP_ARRIVE, OP_LOAD, OP_LOOP, OP_MMA, OP_STORE, OP_WAIT
 
 PIPES = ("tensor", "sfu", "fp32", "smem")
+_ONCE = (0,)  # the steps of a block that is not a loop body run by _block itself
 P_TENSOR, P_SFU, P_FP32, P_SMEM = range(4)
 
 
@@ -198,114 +199,143 @@ class Executor:
         yield from self._block(cta, st, nodes, 0)
         del self.active[id(st)]
 
-    def _block(self, cta: Cta, st: RoleState, nodes, depth: int, prefetched: bool = False):
+    def _block(self, cta: Cta, st: RoleState, nodes, depth: int, prefetched: bool = False,
+               loop=None):
+        """Run ``nodes`` once (the current step of the enclosing loop), or, given the
+        innermost ``loop`` they are the body of, once per step of that loop: one
+        generator for the whole loop instead of one per step (the hot path)."""
         env = self.env
         G = cta.G
         L = st.L
         ctr = cta.ctr
         sm = cta.sm
-        if depth:
-            d = depth - 1
-            table = st.tables[d]
-            sigma = st.path[depth][d]
-            a = table.starts[sigma]
-            cnt = table.counts[sigma]
-        else:
-            d, a, cnt = 0, 0, 1
-        ptup = st.path[depth]
         reg = cta.reg
         log = sm.log
-        for node in nodes:
-            kind = node.kind
-            if OP_MMA <= kind <= OP_WAIT:  # Mma, Vector or Wait (adjacent codes)
-                for dep in node.deps:
-                    if dep.offset:
-                        ev = self._dep_event(cta, st, dep)
-                        if ev is None:
-                            continue
-                    else:  # the common case, inlined: same iteration
-                        key = (dep.role, dep.name, st.path[dep.shared])
-                        ev = reg.get(key)
-                        if ev is None:
-                            ev = reg[key] = Event(env)
-                    if ev.callbacks is not None:
-                        st.waiting = dep.name
-                        yield ev
-                if kind == OP_WAIT:
-                    continue
-                now = env._now
-                mult = st.mult
-                if kind == OP_MMA:
-                    ce = node.flops
-                    if ce.fn is None:
-                        flops = ce.const * cnt * mult
-                    elif cnt == 1:
-                        flops = ce.fn(G, L) * mult
-                    else:
-                        flops = _sum(ce, G, L, d, a, cnt) * mult
-                    busy = flops / self.tensor_rate[node.dtype]
-                    start = sm.tensor_free if sm.tensor_free > now else now
-                    end = start + busy
-                    sm.tensor_free = end
-                    ctr[C_FLOPS] += flops
-                    ctr[C_TENSOR] += busy
-                    if log is not None and busy:
-                        log.append((P_TENSOR, start, end, cta.label))
-                else:
-                    ce = node.exp
-                    exp = (ce.const * cnt if ce.fn is None else
-                           ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
-                    ce = node.fp32
-                    fp32 = (ce.const * cnt if ce.fn is None else
-                            ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
-                    end = now
-                    if exp:
-                        busy = exp * self.sfu_cost
-                        start = sm.sfu_free if sm.sfu_free > now else now
-                        end = sm.sfu_free = start + busy
-                        ctr[C_EXP] += exp
-                        ctr[C_SFU] += busy
-                        if log is not None:
-                            log.append((P_SFU, start, end, cta.label))
-                    if fp32:
-                        busy = fp32 * self.fp32_cost
-                        start = sm.fp32_free if sm.fp32_free > now else now
-                        fend = sm.fp32_free = start + busy
-                        ctr[C_FP32] += fp32
-                        ctr[C_FP32_PIPE] += busy
-                        if fend > end:
-                            end = fend
-                        if log is not None:
-                            log.append((P_FP32, start, fend, cta.label))
-                if node.async_:
-                    if node.id is not None:
-                        key = (st.role, node.id, ptup)
-                        if end > now:
-                            ev = self._event(cta, key)
-                            ev._ok = True
-                            ev._value = None
-                            env.schedule(ev, NORMAL, end - now)
+        if loop is not None:
+            d = depth - 1
+            table = st.tables[d]
+            starts, counts = table.starts, table.counts
+            steps = range(len(starts))
+            base = st.path[d]
+            p = loop.prefetch
+            nxt = 0
+            if p:  # the loads of the first p iterations are issued before the loop
+                while nxt < len(starts) and starts[nxt] < p:
+                    self._prefetch(cta, st, loop, d, base, nxt)
+                    nxt += 1
+        else:
+            if depth:
+                d = depth - 1
+                table = st.tables[d]
+                sigma = st.path[depth][d]
+                a = table.starts[sigma]
+                cnt = table.counts[sigma]
+            else:
+                d, a, cnt = 0, 0, 1
+            ptup = st.path[depth]
+            steps = _ONCE
+        for sigma in steps:
+            if loop is not None:
+                a = starts[sigma]
+                cnt = counts[sigma]
+                ptup = st.path[depth] = base + (sigma,)
+                if p:  # iteration j issues the loads of iteration j + p
+                    end = a + cnt + p
+                    while nxt < len(starts) and starts[nxt] < end:
+                        self._prefetch(cta, st, loop, d, base, nxt)
+                        nxt += 1
+                L[d] = a
+            for node in nodes:
+                kind = node.kind
+                if OP_MMA <= kind <= OP_WAIT:  # Mma, Vector or Wait (adjacent codes)
+                    for dep in node.deps:
+                        if dep.offset:
+                            ev = self._dep_event(cta, st, dep)
+                            if ev is None:
+                                continue
+                        else:  # the common case, inlined: same iteration
+                            key = (dep.role, dep.name, st.path[dep.shared])
+                            ev = reg.get(key)
+                            if ev is None:
+                                ev = reg[key] = Event(env)
+                        if ev.callbacks is not None:
+                            st.waiting = dep.name
+                            yield ev
+                    if kind == OP_WAIT:
+                        continue
+                    now = env._now
+                    mult = st.mult
+                    if kind == OP_MMA:
+                        ce = node.flops
+                        if ce.fn is None:
+                            flops = ce.const * cnt * mult
+                        elif cnt == 1:
+                            flops = ce.fn(G, L) * mult
                         else:
-                            self._mark(cta, key)
-                    continue
-                if end > now:
-                    ev = Event(env)
-                    ev._ok = True
-                    ev._value = None
-                    env.schedule(ev, NORMAL, end - now)
-                    yield ev
-                if node.id is not None:
+                            flops = _sum(ce, G, L, d, a, cnt) * mult
+                        busy = flops / self.tensor_rate[node.dtype]
+                        start = sm.tensor_free if sm.tensor_free > now else now
+                        end = start + busy
+                        sm.tensor_free = end
+                        ctr[C_FLOPS] += flops
+                        ctr[C_TENSOR] += busy
+                        if log is not None and busy:
+                            log.append((P_TENSOR, start, end, cta.label))
+                    else:
+                        ce = node.exp
+                        exp = (ce.const * cnt if ce.fn is None else
+                               ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
+                        ce = node.fp32
+                        fp32 = (ce.const * cnt if ce.fn is None else
+                                ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
+                        end = now
+                        if exp:
+                            busy = exp * self.sfu_cost
+                            start = sm.sfu_free if sm.sfu_free > now else now
+                            end = sm.sfu_free = start + busy
+                            ctr[C_EXP] += exp
+                            ctr[C_SFU] += busy
+                            if log is not None:
+                                log.append((P_SFU, start, end, cta.label))
+                        if fp32:
+                            busy = fp32 * self.fp32_cost
+                            start = sm.fp32_free if sm.fp32_free > now else now
+                            fend = sm.fp32_free = start + busy
+                            ctr[C_FP32] += fp32
+                            ctr[C_FP32_PIPE] += busy
+                            if fend > end:
+                                end = fend
+                            if log is not None:
+                                log.append((P_FP32, start, fend, cta.label))
+                    if node.async_:
+                        if node.id is not None:
+                            key = (st.role, node.id, ptup)
+                            if end > now:
+                                ev = self._event(cta, key)
+                                ev._ok = True
+                                ev._value = None
+                                env.schedule(ev, NORMAL, end - now)
+                            else:
+                                self._mark(cta, key)
+                        continue
+                    if end > now:
+                        ev = Event(env)
+                        ev._ok = True
+                        ev._value = None
+                        env.schedule(ev, NORMAL, end - now)
+                        yield ev
+                    if node.id is not None:
+                        self._mark(cta, (st.role, node.id, ptup))
+                elif kind == OP_LOAD:
+                    if prefetched:
+                        continue  # issued by the loop's prefetcher
+                    self._issue_loads(cta, st, node.group, ptup, d, a, cnt, node.ahead)
+                elif kind == OP_STORE:
+                    self._store(cta, st, node.group, d, a, cnt)
+                elif kind == OP_ARRIVE:
                     self._mark(cta, (st.role, node.id, ptup))
-            elif kind == OP_LOAD:
-                if prefetched:
-                    continue  # issued by the loop's prefetcher
-                self._issue_loads(cta, st, node.group, ptup, d, a, cnt, node.ahead)
-            elif kind == OP_STORE:
-                self._store(cta, st, node.group, d, a, cnt)
-            elif kind == OP_ARRIVE:
-                self._mark(cta, (st.role, node.id, ptup))
-            else:  # OP_LOOP
-                yield from self._loop(cta, st, node, depth)
+                else:  # OP_LOOP
+                    yield from self._loop(cta, st, node, depth)
 
     def _loop(self, cta: Cta, st: RoleState, node, depth: int):
         G = cta.G
@@ -338,8 +368,11 @@ class Executor:
         starts, counts = table.starts, table.counts
         nsteps = len(starts)
         p = node.prefetch
+        if not node.nested:  # the common case: the body runs every step itself
+            yield from self._block(cta, st, node.body, depth + 1, p > 0, node)
+            nsteps = 0
         nxt = 0
-        if p:
+        if p and nsteps:
             while nxt < nsteps and starts[nxt] < p:
                 self._prefetch(cta, st, node, depth, base, nxt)
                 nxt += 1
@@ -365,14 +398,11 @@ class Executor:
                 st.rule = saved_rule
             else:
                 L[depth] = a
-                if node.nested:
-                    touched = cta.touched
-                    yield from self._block(cta, st, node.body, depth + 1, p > 0)
-                    st.rv[depth] = (cta.touched - touched) * self.resident()
-                else:
-                    yield from self._block(cta, st, node.body, depth + 1, p > 0)
+                touched = cta.touched
+                yield from self._block(cta, st, node.body, depth + 1, p > 0)
+                st.rv[depth] = (cta.touched - touched) * self.resident()
         st.mult, st.rule, st.bctx = saved_mult, saved_rule, bctx
-        last = base + (nsteps - 1,)
+        last = base + (len(starts) - 1,)
         for name in node.aliases:
             src = cta.reg.get((st.role, name, last))
             dst_key = (st.role, name, base)
