@@ -159,9 +159,7 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
 
 
 def _tilesim_run(algo, q, k, v, causal, config, scales, out):
-    from ..kernels import attention
-
-    return lambda: attention(q, k, v, causal=causal, algo=algo, config=config, out=out, **scales)
+    return timing.kernel_run(algo, q, k, v, causal, config, scales, out)[1]
 
 
 def _sdpa_run(backend: str, q, k, v, causal: bool, torch):

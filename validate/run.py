@@ -42,8 +42,6 @@ def run_validate(
     """Run the grid on GPU 0 and write ``out_path``; returns the results document."""
     import torch
 
-    from ..kernels import attention
-
     meta = metadata.collect(
         {
             "command": "validate",
@@ -101,7 +99,7 @@ def run_validate(
                     )
                     continue
                 watchdog.arm(p.label)
-                row = _measure(p, i, attention, warmup_ms, rep_ms, torch, sampler)
+                row = _measure(p, i, warmup_ms, rep_ms, torch, sampler)
                 timing.release()  # the point's inputs and scratch are garbage now
                 watchdog.disarm()
                 rows.append(row)
@@ -136,7 +134,7 @@ def _record(p: GridPoint, status: str, **kw) -> dict:
     return schema.kernel_record(p.algo, p.workload, p.config, status, group=p.group, **kw)
 
 
-def _measure(p: GridPoint, seed: int, attention, warmup_ms, rep_ms, torch, sampler) -> dict:
+def _measure(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict:
     w = p.workload
     if p.algo == "standard":
         need = timing.standard_scratch_bytes(w) * MEMORY_MARGIN
@@ -148,11 +146,8 @@ def _measure(p: GridPoint, seed: int, attention, warmup_ms, rep_ms, torch, sampl
             )
     try:
         q, k, v, scales = timing.make_inputs(w, seed)
-
-        def run():
-            return attention(q, k, v, causal=w.causal, algo=p.algo, config=p.config, **scales)
-
-        err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype)
+        out, run = timing.kernel_run(p.algo, q, k, v, w.causal, p.config, scales)
+        err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype, out=out)
         if not err <= timing.TOLERANCE[w.dtype]:
             return _record(
                 p,

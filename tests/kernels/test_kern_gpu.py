@@ -85,7 +85,9 @@ def test_partial_blocks(algo, causal):
     [
         KernelConfig(128, 128, 8, 2, "wgmma"),
         KernelConfig(128, 64, 8, 3, "wgmma"),
-        KernelConfig(128, 128, 8, 3, "wgmma", persistent=True),
+        # persistent needs more shared memory than the non-persistent loop (Triton
+        # 3.6 asked 262,168 B at 3 stages, over the H200's 232,448): 2 stages
+        KernelConfig(128, 128, 8, 2, "wgmma", persistent=True),
     ],
     ids=["bn128-s2", "bn64-s3", "persistent"],
 )
