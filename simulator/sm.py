@@ -440,7 +440,12 @@ class Executor:
         extra = 0.0  # bytes of back-to-back repeats within the step (hits)
         for node in group:
             key = node.key
-            if key.fn is None or cnt == 1 or d not in key.depths:
+            if cnt == 1:  # the common case, inlined
+                nbe = node.nbytes
+                items.append((key.const if key.fn is None else key.fn(G, L),
+                              nbe.const if nbe.fn is None else nbe.fn(G, L)))
+                continue
+            if key.fn is None or d not in key.depths:
                 nb = _sum(node.nbytes, G, L, d, a, cnt)
                 if cnt > 1:
                     items.append((key.value(G, L), nb / cnt))
@@ -459,9 +464,9 @@ class Executor:
             items.extend(tiles)
         reg = cta.reg
         role = st.role
+        keys = [(role, node.id, path) for node in group]
         ev = None
-        for node in group:
-            k = (role, node.id, path)
+        for k in keys:
             old = reg.get(k)
             if old is None:
                 continue
@@ -471,8 +476,7 @@ class Executor:
                 _chain(ev, old)
         if ev is None:
             ev = Event(self.env)
-        for node in group:
-            k = (role, node.id, path)
+        for k in keys:
             if k not in reg:
                 reg[k] = ev
         cta.touched += self.mem.load(cta.sm, items, extra, st.mult - 1.0, st.rule, ev, cta.ctr,
@@ -506,13 +510,14 @@ class Executor:
         pending = []
         for node in group:
             key = node.key
-            if key.fn is None or cnt == 1 or d not in key.depths:
+            if cnt == 1:
+                nbe = node.nbytes
+                items.append((key.const if key.fn is None else key.fn(G, L),
+                              nbe.const if nbe.fn is None else nbe.fn(G, L)))
+            elif key.fn is None or d not in key.depths:
                 nb = _sum(node.nbytes, G, L, d, a, cnt)
-                if cnt > 1:
-                    items.append((key.value(G, L), nb / cnt))
-                    extra += nb - nb / cnt
-                else:
-                    items.append((key.value(G, L), nb))
+                items.append((key.value(G, L), nb / cnt))
+                extra += nb - nb / cnt
             else:
                 items.extend(self._tiles(node, G, L, d, a, cnt))
             for dep in node.deps:
