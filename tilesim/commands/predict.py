@@ -212,9 +212,11 @@ def _show(p: Prediction, hw: GPU) -> None:
     table.add_row("simulation", f"{p.fidelity}: {p.sim_events:,} events in {p.sim_wall_s:.2f} s")
     console.print(table)
     if len(p.launches) > 1 or p.launches[0].simulated_ctas != p.launches[0].ctas:
-        lt = Table(title="launches", box=box.SIMPLE_HEAD)
-        for col in ("launch", "time", "CTAs", "waves", "CTAs/SM", "HBM read", "HBM write",
-                    "bound", "simulated"):
+        lt = Table(title="launches", box=None, padding=(0, 1), pad_edge=False,
+                   header_style="bold underline")
+        # simulated: CTAs the engine ran (fewer than CTAs where waves were sampled)
+        for col in ("launch", "time", "CTAs", "waves", "per SM", "HBM rd", "HBM wr", "bound",
+                    "simulated"):
             lt.add_column(col, justify="left" if col in ("launch", "bound") else "right",
                           no_wrap=True)
         for lp in p.launches:
@@ -334,9 +336,9 @@ def compare_rows(grid, preds) -> list[dict]:
 
 
 def _show_compare(hw: GPU, rows, tokens, hidden, causal, dtype) -> None:
-    title = (f"{hw.display_name} ({hw.name}): {tokens} tokens per batch, H*d = {hidden}, {dtype}"
-             + (", causal" if causal else ""))
-    table = Table(title=title, box=box.SIMPLE_HEAD)
+    console.print(f"[bold]{hw.display_name}[/bold] ({hw.name}): {tokens} tokens per batch, "
+                  f"H*d = {hidden}, {dtype}" + (", causal" if causal else ""))
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
     for col in ("N", "d", "B×H", "algo", "time", "TFLOPS", "HBM", "vs std", "bound"):
         table.add_column(col, justify="left" if col in ("algo", "bound") else "right",
                          no_wrap=True)
@@ -359,7 +361,7 @@ def _show_compare(hw: GPU, rows, tokens, hidden, causal, dtype) -> None:
 
 def fmt_time(seconds: float) -> str:
     if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
+        return f"{seconds * 1e3:.2f} ms"
     return f"{seconds * 1e6:.1f} µs"
 
 
