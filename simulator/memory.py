@@ -248,14 +248,15 @@ class Memory:
         # smem_bandwidth bytes per clock per SM; the SM's pipe is reserved now (in
         # issue order), from the moment the first bytes can arrive.
         now = self.env._now
-        first = now + (self.hbm_latency if (miss or job.pending > 1) else self.l2_latency)
-        start = first if first > sm.smem_free else sm.smem_free
-        busy = total * self.smem_cost
-        job.smem_end = sm.smem_free = start + busy
-        job.smem_busy = busy
-        ctr[C_SMEM] += busy
-        if sm.log is not None and busy:
-            sm.log.append((3, start, start + busy, ""))
+        if total > 0:  # (an empty load completes at once: traces/ir.py)
+            first = now + (self.hbm_latency if (miss or job.pending > 1) else self.l2_latency)
+            start = first if first > sm.smem_free else sm.smem_free
+            busy = total * self.smem_cost
+            job.smem_end = sm.smem_free = start + busy
+            job.smem_busy = busy
+            ctr[C_SMEM] += busy
+            if sm.log is not None:
+                sm.log.append((3, start, start + busy, ""))
         if miss:
             ctr[C_HBM_READ] += miss
             job.keys = misses

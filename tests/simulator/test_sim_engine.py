@@ -239,3 +239,13 @@ def test_utilisation_is_a_fraction(kit, gpu):
     p = simulate(kit.trace(((("x", 6),), [("main", ops)])), gpu)
     for name, value in p.utilisation.items():
         assert 0.0 <= value <= 1.0 + 1e-9, name
+
+
+def test_empty_work_completes_at_once(kit, gpu):
+    # traces/ir.py: a Load/Store of 0 bytes, an Mma with a zero size, a Vector with
+    # no work complete at once (generators fold pipeline prologues into loops so)
+    ops = [Load("a", "A", (0,), 0), Mma(0, 128, 64, "fp16", deps=("a",)),
+           Vector(exp=0, fp32=0), Store("C", (0,), 0), Vector(fp32=100)]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(1, rel=1e-12)
+    assert p.hbm_read_bytes == 0 and p.hbm_write_bytes == 0
