@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     gpu_name, algo, w = CASE
     gpu = load_gpu(gpu_name)
     trace = build(algo, w, gpu)
-    label = f"{algo} {w.batch}x{w.heads}x{w.seqlen_q} d{w.head_dim}"
+    label = f"{algo} {w.batch}x{w.heads}x{w.seqlen_q}x{w.head_dim}"
     times = {}
     for fidelity in ("fast", "detailed"):
         pred, wall, cpu = _timed(trace, gpu, fidelity)
