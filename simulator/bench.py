@@ -78,13 +78,14 @@ def main(argv: list[str] | None = None) -> None:
     console = Console()
     table = Table(title="tilesim engine benchmark", box=box.SIMPLE_HEAD)
     for col in ("case", "fidelity", "wall s", "cpu s", "events", "events/s", "result"):
-        table.add_column(col, justify="left" if col in ("case", "fidelity", "result") else "right")
+        table.add_column(col, justify="left" if col in ("case", "fidelity", "result") else "right",
+                         no_wrap=True)
     notes = []
 
     gpu_name, algo, w = CASE
     gpu = load_gpu(gpu_name)
     trace = build(algo, w, gpu)
-    label = f"{algo} {w.batch}x{w.heads}x{w.seqlen_q}x{w.head_dim}"
+    label = f"{algo} {w.batch}x{w.heads}x{w.seqlen_q}x{w.head_dim}"  # B x H x N x d
     times = {}
     for fidelity in ("fast", "detailed"):
         pred, wall, cpu = _timed(trace, gpu, fidelity)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
                     events += pred.sim_events
                     points += 1
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        table.add_row(f"compare grid ({points} points)", "fast", f"{wall:.1f}", f"{cpu:.1f}",
+        table.add_row(f"compare ({points} pts)", "fast", f"{wall:.1f}", f"{cpu:.1f}",
                       f"{events:,}", f"{events / cpu:,.0f}", "1 process")
         notes.append("`tilesim compare` runs the grid's points in parallel processes (--jobs)")
 
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         worst = max(errors, key=lambda e: abs(e[1]))
         mean = sum(abs(e) for _, e in errors) / len(errors)
-        table.add_row(f"fast vs detailed ({len(errors)} shapes)", "both", f"{wall:.1f}",
+        table.add_row(f"fidelity ({len(errors)} pts)", "both", f"{wall:.1f}",
                       f"{cpu:.1f}", "", "", f"worst {worst[1] * 100:+.2f}%")
         notes.append(f"fast vs detailed: worst {worst[1] * 100:+.2f}% ({worst[0]}), "
                      f"mean |error| {mean * 100:.2f}%")
