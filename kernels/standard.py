@@ -22,9 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
+from ..traces.standard import softmax_plan
 from ._common import strides
 
-SOFTMAX_MAX_BLOCK = 8192  # longest row the softmax keeps in registers in one pass
 NEG_INF = tl.constexpr(float("-inf"))
 
 
@@ -179,10 +179,10 @@ def _pv_kernel(
 
 
 def softmax_launch(n_kv: int) -> tuple[int, bool, int]:
-    """(block, one_pass, num_warps) of the row-softmax kernel for rows of ``n_kv`` scores."""
-    block = min(triton.next_power_of_2(n_kv), SOFTMAX_MAX_BLOCK)
-    num_warps = 4 if block <= 2048 else 8 if block <= 4096 else 16
-    return block, block >= n_kv, num_warps
+    """(block, one_pass, num_warps) of the row-softmax kernel: the plan the trace
+    generator models (traces.standard.softmax_plan)."""
+    block, passes, num_warps = softmax_plan(n_kv)
+    return block, passes == 1, num_warps
 
 
 def launches(q, k, v, causal, sm_scale, config, out):

@@ -23,8 +23,10 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
         # block_m x d with a k-loop of block_n; the softmax kernel takes one row per CTA.
         return KernelConfig(128, 128 if d <= 128 else 64, 8 if hopper else 4, 2, path)
     if algo == "v1":
-        # Algorithm 1 with the fixed 64 x 64 tiles real kernels use (B_r = B_c = 64).
-        return KernelConfig(64, 64, 4, 1, path)
+        # Algorithm 1's block sizes, B_c = M / 4d and B_r = min(B_c, d), for M = 32 Ki
+        # elements (64 KiB of fp16 shared memory): 64 x 128 at d=64, 64 x 64 at d=128;
+        # B_r kept at 64 (d=256 would give 32 x 32 tiles, too small for the tensor cores).
+        return KernelConfig(64, 128 if d <= 64 else 64, 4, 1, path)
     if algo == "v2":
         # FlashAttention-2's CUDA tiles: 128 x 128 at d=64, 128 x 64 at d=128 (Ampere);
         # 64 x 64 at d=256.

@@ -5,11 +5,13 @@ SMs idle — the limitation v2 removed. The outer loop walks K/V blocks j (K_j a
 V_j stay in shared memory for the whole inner loop); the inner loop walks Q
 blocks i and, every step, loads Q_i, O_i, l_i, m_i from HBM, computes
 S_ij = Q_i K_j^T, the online-softmax statistics, P~_ij V_j, rescales O_i and
-writes O_i, l_i, m_i back. Line 2 of the algorithm initialises O = 0, l = 0,
-m = -inf in HBM: that is a first, small launch (``init``), as a kernel that
-allocates them with ``torch.zeros`` / ``torch.full`` pays too. HBM traffic is
-Theta(N^2 d^2 / M): O is read and written once per K/V block (T_c = N / B_c
-times), and B_c ~ M / 4d.
+writes O_i, l_i, m_i back. As in tilesim's Triton kernel (kernels/flash_v1.py),
+the running O lives in an fp32 HBM workspace ``Acc`` (rounding it to fp16 on
+each of the T_c round trips would lose accuracy the algorithm does not lose),
+the CTA itself first initialises Acc = 0, l = 0, m = -inf (line 2 of the
+algorithm), and the last K/V block a Q block sees also writes its O, in the
+output type. HBM traffic is Theta(N^2 d^2 / M): Acc is read and written once
+per K/V block (T_c = N / B_c times), and B_c ~ M / 4d.
 
 Tiles come from the config (block_m = B_r, block_n = B_c). Causal: the inner
 loop of block j starts at the first Q block that sees any of its columns
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
 from .config import smem_bytes
-from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, Trace, Vector
+from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
 from .tiles import (
     FLASH_FP32_PER_SCORE,
     FP32_BYTES,
     FP32_PER_MASKED_SCORE,
     V1_FP32_PER_O_STEP,
     V1_FP32_PER_ROW_STEP,
+    causal_kv_blocks,
     cols,
     params,
     qkvo_tensors,
@@ -37,8 +40,6 @@ from .tiles import (
     times,
 )
 from .workload import KernelConfig, Workload
-
-INIT_REGS = 32  # a fill kernel holds an address and a value
 
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
@@ -62,10 +63,13 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         qi, outer_trips, inner_trips, mask = "i", "T_c", "T_r", ""
     r, n = rows(qi), cols("j")
     tile_i = ("bh", qi)
+    # 1 on the last K/V block Q block qi sees (it then also writes O), else 0
+    last_kv = causal_kv_blocks(qi) if w.causal else "T_c"
+    is_last = f"min(1, max(0, j - ({last_kv} - 2)))"
 
     inner = (
         Load("q", "Q", tile_i, f"{r}*d*e"),
-        Load("o", "O", tile_i, f"{r}*d*e_o"),
+        Load("o", "Acc", tile_i, f"{r}*d*{FP32_BYTES}"),
         Load("l", "L", tile_i, f"{r}*{FP32_BYTES}"),
         Load("mx", "M", tile_i, f"{r}*{FP32_BYTES}"),
         # -- S_ij = Q_i K_j^T --------------------------------------------------
@@ -80,15 +84,28 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         Mma(r, "d", n, dtype, deps=("vj",)),
         # -- O_i = diag(l_new)^-1 (diag(l_i) e^(m_i - m_new) O_i + e^(m~ - m_new) P~ V_j)
         Vector(fp32=f"{r}*d*{V1_FP32_PER_O_STEP}", deps=("o",)),
-        Store("O", tile_i, f"{r}*d*e_o"),
+        Store("Acc", tile_i, f"{r}*d*{FP32_BYTES}"),
         Store("L", tile_i, f"{r}*{FP32_BYTES}"),
         Store("M", tile_i, f"{r}*{FP32_BYTES}"),
+        Store("O", tile_i, f"{r}*d*e_o*{is_last}"),
+    )
+    # -- line 2: Acc = 0, l = 0, m = -inf in HBM, one Q block at a time ---------
+    tile_m = ("bh", "m")
+    init = Loop(
+        "m",
+        "T_r",
+        (
+            Store("Acc", tile_m, f"{rows('m')}*d*{FP32_BYTES}"),
+            Store("L", tile_m, f"{rows('m')}*{FP32_BYTES}"),
+            Store("M", tile_m, f"{rows('m')}*{FP32_BYTES}"),
+        ),
     )
     program = CtaProgram(
         (
             Role(
                 "main",
                 (
+                    init,
                     Loop(
                         "j",
                         outer_trips,
@@ -113,34 +130,12 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         regs_per_thread=regs_estimate(c.block_m * c.block_n + c.block_m * w.head_dim, threads),
         mma_path=c.mma_path,
     )
-    # -- line 2: O = 0, l = 0, m = -inf in HBM, one Q block per CTA -------------
-    tile_m = ("bh", "m")
-    init = Launch(
-        name="init",
-        grid=(("m", p["T_r"]), ("bh", w.batch * w.heads)),
-        program=CtaProgram(
-            (
-                Role(
-                    "main",
-                    (
-                        Store("O", tile_m, f"{rows('m')}*d*e_o"),
-                        Store("L", tile_m, f"{rows('m')}*{FP32_BYTES}"),
-                        Store("M", tile_m, f"{rows('m')}*{FP32_BYTES}"),
-                    ),
-                    c.num_warps,
-                ),
-            )
-        ),
-        smem_bytes=0,
-        threads=threads,
-        regs_per_thread=INIT_REGS,
-        mma_path=c.mma_path,
-    )
-    tensors = qkvo_tensors(w) + [row_stat("L", w), row_stat("M", w)]
+    acc = TensorSpec("Acc", (w.batch, w.heads, w.seqlen_q, w.head_dim), "fp32")
+    tensors = qkvo_tensors(w) + [acc, row_stat("L", w), row_stat("M", w)]
     return Trace(
         algo="v1",
         tensors=tuple(tensors),
-        launches=(init, launch),
+        launches=(launch,),
         params=p,
         workload=w.to_dict(),
         config=c.to_dict(),

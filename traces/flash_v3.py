@@ -18,9 +18,13 @@ warpgroups run as separate roles:
   same iteration, consumer 0 for the last consumer's of the previous one), so
   one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
 
-Without ``warp_specialize`` one role issues its own TMA loads ``num_stages - 1``
-iterations ahead and keeps the intra-warpgroup overlap. ``persistent`` launches
-SMs x CTAs-per-SM CTAs that loop over the (m, bh) work items.
+Without ``warp_specialize`` the CTA is what tilesim's Triton v3 kernel runs
+(``traces.config.kernel_config``): one role that issues its own TMA loads
+``num_stages - 1`` iterations ahead and runs S = Q K^T, the softmax and P V in
+order, as v2 does — the kernel's code asks for no overlap of the softmax with
+the GEMMs, and the intra-warpgroup pipelining above needs the two GEMMs issued
+asynchronously around it. ``persistent`` launches SMs x CTAs-per-SM CTAs that
+loop over the (m, bh) work items.
 
 FP8 (e4m3 Q, K, V): both GEMMs run in fp8 (P is quantised to fp8 too), every
 input byte count halves, O is written in fp16. The in-kernel transpose of V
@@ -175,12 +179,38 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
     dt = w.dtype
     pingpong = c.pingpong
 
-    body: list[Op] = []
+    softmax = Vector(
+        exp=f"{r}*{n}",
+        fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}"
+        + mask.format(r=r, n=n)
+        + f" + {r}*{FLASH_FP32_PER_ROW_STEP}",
+        id="softmax",
+    )
+    rescale = Vector(fp32=times(f"{r}*d", FLASH_FP32_PER_O_STEP))  # acc *= alpha
+    epilogue = Vector(
+        fp32=f"{times(r + '*d', FLASH_FP32_PER_O_FINAL)} + {times(r, FLASH_FP32_PER_ROW_FINAL)}"
+    )
+    tile = ("bh", "m") if consumers == 1 else ("bh", "m", i)
+    stores = (Store("O", tile, f"{r}*d*e_o"), Store("LSE", tile, f"{r}*{FP32_BYTES}"))
     if not specialised:
-        body += [
+        # -- the Triton kernel's loop: TMA loads ahead, then GEMM, softmax, GEMM in order
+        body = (
             Load("k", "K", ("bh", "j"), f"{n}*d*e", tma=True),
             Load("v", "V", ("bh", "j"), f"{n}*d*e", tma=True),
-        ]
+            Mma(r, n, "d", dt, deps=("q", "k")),
+            softmax,
+            rescale,
+            Mma(r, "d", n, dt, deps=("v",)),
+        )
+        ops = (
+            Load("q", "Q", ("bh", "m"), f"{rows('m')}*d*e", tma=True),
+            Loop("j", trips, body, prefetch=c.num_stages - 1),
+            epilogue,
+            *stores,
+        )
+        return Role("main", ops, c.num_warps)
+
+    body: list[Op] = []
     if pingpong:  # wait for my turn to issue GEMMs
         prev = f"gemm{i - 1}" if i else f"gemm{consumers - 1}@-1"
         body.append(Wait((prev,)))
@@ -191,23 +221,14 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
     ]
     if pingpong:
         body.append(Arrive(f"gemm{i}"))
-    body.append(Wait(("s",)))
-    if specialised:
-        body.append(Arrive(f"kfree{i}"))  # K_j's buffer may be refilled
     body += [
-        # -- softmax of S_j while P_{j-1} V_{j-1} runs -----------------------------
-        Vector(
-            exp=f"{r}*{n}",
-            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}"
-            + mask.format(r=r, n=n)
-            + f" + {r}*{FLASH_FP32_PER_ROW_STEP}",
-            id="softmax",
-        ),
+        Wait(("s",)),
+        Arrive(f"kfree{i}"),  # K_j's buffer may be refilled
+        softmax,  # -- softmax of S_j while P_{j-1} V_{j-1} runs
         Wait(("pv",)),
+        Arrive(f"vfree{i}"),  # V_{j-1}'s buffer may be refilled
+        rescale,
     ]
-    if specialised:
-        body.append(Arrive(f"vfree{i}"))  # V_{j-1}'s buffer may be refilled
-    body.append(Vector(fp32=times(f"{r}*d", FLASH_FP32_PER_O_STEP)))  # acc *= alpha
 
     tail: list[Op] = []
     if pingpong:
@@ -215,19 +236,6 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
     tail.append(Mma(r, "d", n_last, dt, deps=("v",), id="pv_last"))
     if pingpong:
         tail.append(Arrive(f"gemm_last{i}"))
-    tile = ("bh", "m") if consumers == 1 else ("bh", "m", i)
-    tail += [
-        # -- epilogue: O = acc / l, lse = m + log(l) ---------------------------------
-        Vector(
-            fp32=f"{times(r + '*d', FLASH_FP32_PER_O_FINAL)} + {times(r, FLASH_FP32_PER_ROW_FINAL)}"
-        ),
-        Store("O", tile, f"{r}*d*e_o"),
-        Store("LSE", tile, f"{r}*{FP32_BYTES}"),
-    ]
-    ops: list[Op] = []
-    if not specialised:
-        ops.append(Load("q", "Q", ("bh", "m"), f"{rows('m')}*d*e", tma=True))
-    ops.append(Loop("j", trips, tuple(body), prefetch=0 if specialised else c.num_stages - 1))
-    ops += tail
-    name = f"consumer{i}" if specialised else "main"
-    return Role(name, tuple(ops), c.num_warps // consumers if specialised else c.num_warps)
+    tail += [epilogue, *stores]  # O = acc / l, lse = m + log(l)
+    ops = (Loop("j", trips, tuple(body)), *tail)
+    return Role(f"consumer{i}", ops, c.num_warps // consumers)

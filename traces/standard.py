@@ -1,15 +1,16 @@
 """Standard attention as PyTorch's math path runs it: three kernels, S and P in HBM.
 
-1. ``qk``: S = Q K^T * scale, a tiled GEMM. Grid (n, m, bh), n fastest; each CTA
+1. ``qk``: S = Q K^T * scale, a tiled GEMM. Grid (m, n, bh), m fastest; each CTA
    loads one Q tile (block_m x d) and one K tile (block_n x d), multiplies them
    with k = d in one step, scales in the epilogue and writes its block_m x
    block_n tile of S in the input dtype.
 2. ``softmax``: one CTA per row of S (grid (r, bh)). It reads the row, applies
    the causal mask (S and P stay full N_q x N_kv: the math path masks, it does
-   not skip), takes max, exp, sum, normalises and writes the row of P. Like
-   PyTorch's ``cunn_SoftMaxForwardSmem`` it holds the row in shared memory when
-   it fits; a longer row is read three times (max pass, sum pass, write pass),
-   as the non-cached kernel does.
+   not skip), takes max, exp, sum, normalises and writes the row of P. As
+   tilesim's Triton kernel does (`softmax_plan`), a row of up to
+   ``SOFTMAX_MAX_BLOCK`` scores is held in registers and read once; a longer
+   row is read twice (an online max/sum pass, then the normalise-and-write
+   pass).
 3. ``pv``: O = P V, tiles of block_m x d with a k-loop over N_kv in steps of
    block_n; the P and V tile loads are pipelined ``num_stages - 1`` ahead.
 
@@ -34,9 +35,16 @@ from .tiles import (
 )
 from .workload import KernelConfig, Workload
 
-SOFTMAX_PASSES_UNCACHED = 3  # reads of a row too long for shared memory
+SOFTMAX_MAX_BLOCK = 8192  # longest row the softmax kernel keeps in registers (one pass)
 SOFTMAX_REGS = 32  # a row kernel keeps a few scalars per thread
-BYTES_PER_THREAD_LOAD = 16  # the softmax kernel's vectorised access (ILP) per thread
+
+
+def softmax_plan(n_kv: int) -> tuple[int, int, int]:
+    """(block, passes over the row, num_warps) of the row-softmax kernel for rows of
+    ``n_kv`` scores; kernels/standard.py launches exactly this."""
+    block = min(1 << max(0, n_kv - 1).bit_length(), SOFTMAX_MAX_BLOCK)
+    num_warps = 4 if block <= 2048 else 8 if block <= 4096 else 16
+    return block, 1 if block >= n_kv else 2, num_warps
 
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
@@ -50,7 +58,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     # -- 1. S = Q K^T * scale ------------------------------------------------
     qk = Launch(
         name="qk",
-        grid=(("n", p["T_c"]), ("m", p["T_r"]), ("bh", bh)),
+        grid=(("m", p["T_r"]), ("n", p["T_c"]), ("bh", bh)),
         program=CtaProgram(
             (
                 Role(
@@ -73,11 +81,9 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     )
 
     # -- 2. P = softmax(mask(S)), one CTA per row ------------------------------
-    row_bytes = w.seqlen_kv * w.elem_bytes
-    cached = row_bytes <= gpu.smem_bytes_per_cta_max
-    passes = 1 if cached else SOFTMAX_PASSES_UNCACHED
+    _, passes, sm_warps = softmax_plan(w.seqlen_kv)
     per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + (FP32_PER_MASKED_SCORE if w.causal else 0)
-    sm_threads = _softmax_threads(w.seqlen_kv, w.elem_bytes)
+    sm_threads = sm_warps * 32
     softmax_ops = [
         Load(f"s{i}" if passes > 1 else "s", "S", ("bh", "r"), "N_kv*e") for i in range(passes)
     ]
@@ -101,8 +107,9 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                 ),
             )
         ),
-        # the cached row, or just the cross-warp reduction scratch (one fp32 per warp, twice)
-        smem_bytes=row_bytes if cached else 2 * (sm_threads // 32) * 4,
+        # the row lives in registers; shared memory holds the cross-warp reductions
+        # (one fp32 per warp, for the max and the sum)
+        smem_bytes=2 * sm_warps * 4,
         threads=sm_threads,
         regs_per_thread=SOFTMAX_REGS,
         mma_path=c.mma_path,
@@ -151,13 +158,3 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         workload=w.to_dict(),
         config=c.to_dict(),
     )
-
-
-def _softmax_threads(n: int, elem_bytes: int) -> int:
-    """PyTorch's block size for a row softmax: one vectorised access per thread,
-    a power of two between one warp and 1024 threads."""
-    per_thread = BYTES_PER_THREAD_LOAD // elem_bytes
-    threads = 32
-    while threads < 1024 and threads * per_thread < n:
-        threads *= 2
-    return threads

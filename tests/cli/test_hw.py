@@ -8,11 +8,11 @@ import sys
 
 import pytest
 import typer
-from tilesim.hwmodels import FIELDS, list_presets, load_gpu
 from typer.testing import CliRunner
 
 from tilesim.commands import common, hw
 from tilesim.errors import TilesimError
+from tilesim.hwmodels import FIELDS, list_presets, load_gpu
 
 runner = CliRunner()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from tilesim.hwmodels import PRESETS_DIR, load_gpu
-from tilesim.hwmodels.presets import read_comments
 
 from tilesim.errors import TilesimError
+from tilesim.hwmodels import PRESETS_DIR, load_gpu
+from tilesim.hwmodels.presets import read_comments
 
 H100_TEXT = (PRESETS_DIR / "h100_sxm5_80gb.toml").read_text()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from tilesim.hwmodels import FLAG_FIELDS, NUMERIC_FIELDS, load_gpu, parse_set_options
-from tilesim.hwmodels.schema import FRACTIONS, KINDS
 
 from tilesim.errors import TilesimError
+from tilesim.hwmodels import FLAG_FIELDS, NUMERIC_FIELDS, load_gpu, parse_set_options
+from tilesim.hwmodels.schema import FRACTIONS, KINDS
 
 
 @pytest.fixture(scope="module")

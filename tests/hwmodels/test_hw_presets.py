@@ -11,6 +11,8 @@ import dataclasses
 import re
 
 import pytest
+
+from tilesim.errors import TilesimError
 from tilesim.hwmodels import (
     ALIASES,
     FIELDS,
@@ -22,8 +24,6 @@ from tilesim.hwmodels import (
     load_gpu,
 )
 from tilesim.hwmodels.schema import FRACTIONS, ZERO_ALLOWED
-
-from tilesim.errors import TilesimError
 
 DATASHEET_PRESETS = ("a100_sxm4_80gb", "h100_sxm5_80gb", "h200_sxm_141gb")
 SOURCE_KINDS = re.compile(

@@ -10,9 +10,9 @@ import tomllib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tilesim.hwmodels import PRESETS_DIR, format_number, list_presets, load_gpu, write_preset
 
 from tilesim.errors import TilesimError
+from tilesim.hwmodels import PRESETS_DIR, format_number, list_presets, load_gpu, write_preset
 
 DATASHEET_PRESETS = ("a100_sxm4_80gb", "h100_sxm5_80gb", "h200_sxm_141gb")
 

@@ -111,7 +111,7 @@ def test_standard_is_three_launches_with_full_s_and_p(h100):
     cfg = trace.config
     tr, tc = cdiv(1000, cfg["block_m"]), cdiv(700, cfg["block_n"])
     assert [launch.name for launch in trace.launches] == ["qk", "softmax", "pv"]
-    assert qk.grid == (("n", tc), ("m", tr), ("bh", 6))
+    assert qk.grid == (("m", tr), ("n", tc), ("bh", 6))  # as the Triton kernel's grid
     assert softmax.grid == (("r", 1000), ("bh", 6))
     assert pv.grid == (("m", tr), ("bh", 6))
     tensors = {t.name: t for t in trace.tensors}
@@ -137,15 +137,19 @@ def test_standard_is_three_launches_with_full_s_and_p(h100):
 def test_v1_grid_is_batch_times_heads_and_reads_o_every_step(h100):
     w = Workload(2, 3, 512, 512, 64)
     trace = build("v1", w, h100)
-    init, main = trace.launches
+    (main,) = trace.launches  # the CTA initialises Acc, l, m itself (line 2)
     assert main.grid == (("bh", 6),)
-    assert init.name == "init"
-    flat = expand(trace, 1, 4)
-    tr = tc = 512 // 64
+    flat = expand(trace, 0, 4)
+    tr, tc = 512 // trace.config["block_m"], 512 // trace.config["block_n"]
     kinds = [(type(f.op).__name__, getattr(f.op, "tensor", None)) for f in flat]
     assert kinds.count(("Load", "K")) == tc
-    assert kinds.count(("Load", "Q")) == kinds.count(("Load", "O")) == tr * tc
-    assert kinds.count(("Store", "O")) == kinds.count(("Store", "L")) == tr * tc
+    assert kinds.count(("Load", "Q")) == kinds.count(("Load", "Acc")) == tr * tc
+    # Acc, l, m: tr initial stores + one per inner step
+    assert kinds.count(("Store", "Acc")) == kinds.count(("Store", "L")) == tr + tr * tc
+    # O is written once per Q block, on the last K/V block
+    o_stores = [f for f in flat if isinstance(f.op, Store) and f.op.tensor == "O" and f.op.nbytes]
+    assert sorted(f.op.tile[1] for f in o_stores) == list(range(tr))
+    assert {dict(f.iters)["j"] for f in o_stores} == {tc - 1}
     # outer loop over K/V blocks, inner over Q blocks: K_j loaded before its Q blocks
     first_k1 = next(
         i
@@ -161,7 +165,7 @@ def test_v1_causal_skips_blocks_above_the_diagonal(shape, h100):
     n_q, n_kv, bm, bn = shape
     w = Workload(1, 1, n_q, n_kv, 64, causal=True)
     trace = build("v1", w, h100, KernelConfig(bm, bn, 4, 1))
-    flat = expand(trace, 1, 0)
+    flat = expand(trace, 0, 0)
     pairs = [
         (f.op.tile[1], dict(f.iters)["j"])
         for f in flat

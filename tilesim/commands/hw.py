@@ -66,12 +66,14 @@ def hw_list(as_json: JsonOpt = False) -> None:
         return
     table = Table(
         title="GPU presets (dense tensor peaks, default instruction path)",
+        caption="feat: T = TMA, W = wgmma, 8 = fp8 tensor cores",
         box=box.SIMPLE_HEAD,
         padding=0,  # the box's one-space column separator is enough: fits 80 columns
         pad_edge=False,
     )
-    for column in ("name", "aliases"):
-        table.add_column(column, no_wrap=True)
+    # a preset's name is what the user types next: never truncate it
+    table.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
+    table.add_column("aliases", no_wrap=True)
     for column in (
         "SMs",
         "GHz",
@@ -82,7 +84,7 @@ def hw_list(as_json: JsonOpt = False) -> None:
         "smem\nKiB/SM",
     ):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("features", no_wrap=True)
+    table.add_column("feat", no_wrap=True)
     for row in rows:
         fp8 = row["tensor_fp8_TFLOPS"]
         table.add_row(
@@ -95,9 +97,15 @@ def hw_list(as_json: JsonOpt = False) -> None:
             f"{row['hbm_TBps']:.2f}",
             f"{row['l2_MiB']:.0f}",
             f"{row['smem_KiB_per_sm']:.0f}",
-            ",".join(row["features"]) or "-",
+            _flags(row["features"]),
         )
     console.print(table)
+
+
+def _flags(features: list[str]) -> str:
+    """The three feature flags as a compact column: T(MA), W(gmma), 8 (fp8), or -."""
+    flags = zip("TW8", ("tma", "wgmma", "fp8"), strict=True)
+    return "".join(c if f in features else "-" for c, f in flags)
 
 
 def _round(value: float) -> str:
