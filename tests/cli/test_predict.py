@@ -133,3 +133,19 @@ def test_malformed_trace_file_is_rejected(tmp_path):
     res = run_tilesim("trace", "replay", str(path))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith("error:") and "launches[0]" in res.stderr
+
+
+def test_predict_gantt_png(app, tmp_path):
+    from tests.explain.test_plots import load_png
+
+    out = tmp_path / "g.png"
+    invoke(app, "predict", "--gpu", "h100", "--algo", "v3", "--fidelity", "detailed",
+           "--gantt", str(out), *SMALL)  # fmt: skip
+    load_png(out)  # a real, non-blank picture
+
+
+def test_predict_gantt_bad_directory_writes_nothing(tmp_path):
+    result = run_tilesim("predict", "--gantt", str(tmp_path / "no" / "g.png"), *SMALL)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().startswith("error: --gantt: directory")
+    assert list(tmp_path.iterdir()) == []

@@ -77,6 +77,12 @@ TimelineOpt = Annotated[
                  show_default=False, dir_okay=False),
 ]
 TimelineSmsOpt = Annotated[int, typer.Option("--timeline-sms", help="SMs drawn in the timeline.")]
+GanttOpt = Annotated[
+    Path | None,
+    typer.Option("--gantt", help="Draw the first SMs' pipes over time into this PNG (what the "
+                 "engine ran: with --fidelity fast, coalesced iterations show as longer bars; "
+                 "--fidelity detailed shows every iteration).", show_default=False),
+]
 TimelineWindowOpt = Annotated[
     str | None,
     typer.Option("--timeline-window", metavar="START_US:END_US",
@@ -117,6 +123,7 @@ def predict_cmd(
     timeline: TimelineOpt = None,
     timeline_sms: TimelineSmsOpt = DEFAULT_MAX_SMS,
     timeline_window: TimelineWindowOpt = None,
+    gantt: GanttOpt = None,
 ) -> None:
     """Predict the time, traffic and bottleneck of one attention kernel."""
     hw = gpu_from_options(gpu, sets)
@@ -128,7 +135,7 @@ def predict_cmd(
         warp_specialize=warp_specialize,
     )
     trace = build(algo, workload, hw, config)
-    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window)
+    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt)
 
 
 def replay_cmd(
@@ -140,31 +147,42 @@ def replay_cmd(
     timeline: TimelineOpt = None,
     timeline_sms: TimelineSmsOpt = DEFAULT_MAX_SMS,
     timeline_window: TimelineWindowOpt = None,
+    gantt: GanttOpt = None,
 ) -> None:
     """Simulate a trace file (written by `tilesim trace export` or by hand)."""
     hw = gpu_from_options(gpu, sets)
     trace = load(path)
-    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window)
+    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt)
 
 
-def _run_and_show(trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window) -> None:
+def _run_and_show(
+    trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window, gantt=None
+) -> None:
     _check_fidelity(fidelity)
-    if timeline is not None and not timeline.parent.is_dir():
-        raise TilesimError(f"--timeline: directory {str(timeline.parent)!r} does not exist")
+    for option, path in (("--timeline", timeline), ("--gantt", gantt)):
+        if path is not None and not path.parent.is_dir():
+            raise TilesimError(f"{option}: directory {str(path.parent)!r} does not exist")
     if timeline_sms < 0:
         raise TilesimError(f"--timeline-sms must be >= 0, got {timeline_sms}")
+    record = timeline is not None or gantt is not None
     pred = simulate(
-        trace, hw, fidelity, timeline is not None, timeline_sms=timeline_sms,
+        trace, hw, fidelity, record, timeline_sms=max(timeline_sms, 1) if gantt else timeline_sms,
         timeline_window_s=_window(window),
     )
     if timeline is not None:
         pred.timeline.write(timeline)
+    if gantt is not None:
+        from ..plots import gantt as draw_gantt
+
+        draw_gantt(pred, gantt, sms=min(4, max(timeline_sms, 1)))
     if as_json:
         print_json(pred.to_dict())
         return
     _show(pred, hw)
     if timeline is not None:
         console.print(f"timeline: {timeline} (open it at https://ui.perfetto.dev)")
+    if gantt is not None:
+        console.print(f"gantt: {gantt}")
 
 
 def _check_fidelity(fidelity: str) -> None:
