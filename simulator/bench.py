@@ -64,8 +64,9 @@ def fidelity_errors(grid=FIDELITY_GRID) -> list[tuple[str, float]]:
         trace = build(algo, w, gpu)
         fast = simulate(trace, gpu, "fast").time_s
         detailed = simulate(trace, gpu, "detailed").time_s
-        label = (f"{gpu_name} {algo} B={w.batch} H={w.heads} N={w.seqlen_q} d={w.head_dim}"
-                 + (" causal" if w.causal else ""))
+        label = f"{gpu_name} {algo} B={w.batch} H={w.heads} N={w.seqlen_q} d={w.head_dim}" + (
+            " causal" if w.causal else ""
+        )
         out.append((label, fast / detailed - 1))
     return out
 
@@ -78,8 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     console = Console()
     table = Table(title="tilesim engine benchmark", box=box.SIMPLE_HEAD)
     for col in ("case", "fidelity", "wall s", "cpu s", "events", "events/s", "result"):
-        table.add_column(col, justify="left" if col in ("case", "fidelity", "result") else "right",
-                         no_wrap=True)
+        table.add_column(
+            col, justify="left" if col in ("case", "fidelity", "result") else "right", no_wrap=True
+        )
     notes = []
 
     gpu_name, algo, w = CASE
@@ -90,8 +92,15 @@ def main(argv: list[str] | None = None) -> None:
     for fidelity in ("fast", "detailed"):
         pred, wall, cpu = _timed(trace, gpu, fidelity)
         times[fidelity] = pred.time_s
-        table.add_row(label, fidelity, f"{wall:.2f}", f"{cpu:.2f}", f"{pred.sim_events:,}",
-                      f"{pred.sim_events / cpu:,.0f}", f"{pred.time_s * 1e6:.1f} µs")
+        table.add_row(
+            label,
+            fidelity,
+            f"{wall:.2f}",
+            f"{cpu:.2f}",
+            f"{pred.sim_events:,}",
+            f"{pred.sim_events / cpu:,.0f}",
+            f"{pred.time_s * 1e6:.1f} µs",
+        )
     notes.append(f"{label}: fast vs detailed {(times['fast'] / times['detailed'] - 1) * 100:+.2f}%")
 
     if not args.skip_grid:
@@ -105,8 +114,15 @@ def main(argv: list[str] | None = None) -> None:
                     events += pred.sim_events
                     points += 1
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        table.add_row(f"compare ({points} pts)", "fast", f"{wall:.1f}", f"{cpu:.1f}",
-                      f"{events:,}", f"{events / cpu:,.0f}", "1 process")
+        table.add_row(
+            f"compare ({points} pts)",
+            "fast",
+            f"{wall:.1f}",
+            f"{cpu:.1f}",
+            f"{events:,}",
+            f"{events / cpu:,.0f}",
+            "1 process",
+        )
         notes.append("`tilesim compare` runs the grid's points in parallel processes (--jobs)")
 
     if not args.skip_fidelity:
@@ -115,10 +131,19 @@ def main(argv: list[str] | None = None) -> None:
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         worst = max(errors, key=lambda e: abs(e[1]))
         mean = sum(abs(e) for _, e in errors) / len(errors)
-        table.add_row(f"fidelity ({len(errors)} pts)", "both", f"{wall:.1f}",
-                      f"{cpu:.1f}", "", "", f"worst {worst[1] * 100:+.2f}%")
-        notes.append(f"fast vs detailed: worst {worst[1] * 100:+.2f}% ({worst[0]}), "
-                     f"mean |error| {mean * 100:.2f}%")
+        table.add_row(
+            f"fidelity ({len(errors)} pts)",
+            "both",
+            f"{wall:.1f}",
+            f"{cpu:.1f}",
+            "",
+            "",
+            f"worst {worst[1] * 100:+.2f}%",
+        )
+        notes.append(
+            f"fast vs detailed: worst {worst[1] * 100:+.2f}% ({worst[0]}), "
+            f"mean |error| {mean * 100:.2f}%"
+        )
     console.print(table)
     for note in notes:
         console.print(note)

@@ -58,8 +58,11 @@ def simulate(
     steps = StepTables(fidelity)  # checks the fidelity name
     analytic = validate(trace, gpu)
     env = Environment()
-    tl = Timeline(gpu.sm_clock_hz, timeline_sms, timeline_window_s, timeline_bin_s) if timeline \
+    tl = (
+        Timeline(gpu.sm_clock_hz, timeline_sms, timeline_window_s, timeline_bin_s)
+        if timeline
         else None
+    )
     memory = Memory(env, gpu, tl.recorder if tl else None)
     sms = [SM(i, tl.log_for(i) if tl else None) for i in range(gpu.sm_count)]
     tensor_index = {t.name: i for i, t in enumerate(trace.tensors)}
@@ -91,8 +94,9 @@ def simulate(
     if tl is not None:
         tl.finish(env.now)
     events = next(env._eid)
-    return _prediction(trace, gpu, fidelity, runs, overhead, analytic, events,
-                       time.perf_counter() - wall, tl)
+    return _prediction(
+        trace, gpu, fidelity, runs, overhead, analytic, events, time.perf_counter() - wall, tl
+    )
 
 
 def _deadlock(run) -> str:

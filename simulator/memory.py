@@ -46,7 +46,17 @@ class PSServer:
     """A processor-sharing server whose work unit is one cycle at full rate."""
 
     __slots__ = (
-        "env", "name", "V", "n", "last", "heap", "seq", "gen", "wake_t", "recorder", "classes",
+        "env",
+        "name",
+        "V",
+        "n",
+        "last",
+        "heap",
+        "seq",
+        "gen",
+        "wake_t",
+        "recorder",
+        "classes",
         "costs",
     )
 
@@ -154,8 +164,20 @@ class L2Cache:
 class LoadJob:
     """One Load (or one coalesced step of Loads): parts in flight until all arrive."""
 
-    __slots__ = ("pending", "xfer_end", "latency", "event", "smem_end", "smem_busy", "sm", "keys",
-                 "ctr", "issue", "reps", "lead")
+    __slots__ = (
+        "pending",
+        "xfer_end",
+        "latency",
+        "event",
+        "smem_end",
+        "smem_busy",
+        "sm",
+        "keys",
+        "ctr",
+        "issue",
+        "reps",
+        "lead",
+    )
 
     def __init__(self, event, sm, ctr, issue: float, reps: float, lead: float) -> None:
         self.pending = 1  # released by `Memory.load` once every part is issued

@@ -113,8 +113,6 @@ class Prediction:
         if version != SCHEMA_VERSION:
             from ..errors import TilesimError
 
-            raise TilesimError(
-                f"prediction schema_version {version!r} is not {SCHEMA_VERSION}"
-            )
+            raise TilesimError(f"prediction schema_version {version!r} is not {SCHEMA_VERSION}")
         d["launches"] = tuple(LaunchPrediction(**lp) for lp in d["launches"])
         return cls(**d)

@@ -115,8 +115,8 @@ def compile_exprs(exprs: tuple, scope: Scope, prefix: tuple = ()) -> CExpr:
         tree = ast.parse(str(e).strip(), mode="eval").body
         bodies.append(renamer.visit(tree))
     single = not prefix and len(bodies) == 1
-    body = bodies[0] if single else ast.Tuple(
-        [ast.Constant(p) for p in prefix] + bodies, ast.Load()
+    body = (
+        bodies[0] if single else ast.Tuple([ast.Constant(p) for p in prefix] + bodies, ast.Load())
     )
     if not renamer.depths and not renamer.grid:
         code = compile(ast.fix_missing_locations(ast.Expression(body)), "<tilesim>", "eval")
@@ -254,8 +254,13 @@ def single_load_tensors(launches) -> frozenset:
     return frozenset(t for t, n in count.items() if n == 1)
 
 
-def compile_launch(launch: Launch, params: dict, tensor_index: dict, where: str,
-                   single_load: frozenset = frozenset()) -> CompiledLaunch:
+def compile_launch(
+    launch: Launch,
+    params: dict,
+    tensor_index: dict,
+    where: str,
+    single_load: frozenset = frozenset(),
+) -> CompiledLaunch:
     grid_names = tuple(name for name, _ in launch.grid)
     grid_sizes = tuple(size for _, size in launch.grid)
     roles = launch.program.roles
@@ -310,11 +315,7 @@ def _grouped(nodes: list) -> tuple:
         prev = out[-1] if out else None
         if node.kind == OP_LOAD:
             node.ahead = ahead
-        if (
-            prev is not None
-            and node.kind in (OP_LOAD, OP_STORE)
-            and prev.kind == node.kind
-        ):
+        if prev is not None and node.kind in (OP_LOAD, OP_STORE) and prev.kind == node.kind:
             prev.group = prev.group + (node,)
             continue
         if node.kind in (OP_LOAD, OP_STORE):
@@ -381,8 +382,7 @@ def _set_exposed(nodes) -> None:
         _set_exposed(node.body)
         if node.prefetch == 0:
             node.exposed = any(
-                m.ahead + m.use < 1
-                for n in node.body if n.kind == OP_LOAD for m in n.group
+                m.ahead + m.use < 1 for n in node.body if n.kind == OP_LOAD for m in n.group
             )
 
 
@@ -470,20 +470,47 @@ class _Ctx:
             key = compile_exprs(tuple(op.tile), self.scope, prefix=(self.tensor_index[op.tensor],))
             self.tile_dims.append(key.grid)
             nbytes = self.size(op.nbytes)
-            return Node(OP_LOAD, depth, id=op.id, tensor=op.tensor, key=key, nbytes=nbytes,
-                        gsel=tuple(sorted(key.grid | nbytes.grid)))
+            return Node(
+                OP_LOAD,
+                depth,
+                id=op.id,
+                tensor=op.tensor,
+                key=key,
+                nbytes=nbytes,
+                gsel=tuple(sorted(key.grid | nbytes.grid)),
+            )
         if isinstance(op, Store):
             key = compile_exprs(tuple(op.tile), self.scope, prefix=(self.tensor_index[op.tensor],))
-            return Node(OP_STORE, depth, deps=self.deps(op.deps, depth), tensor=op.tensor,
-                        key=key, nbytes=self.size(op.nbytes))
+            return Node(
+                OP_STORE,
+                depth,
+                deps=self.deps(op.deps, depth),
+                tensor=op.tensor,
+                key=key,
+                nbytes=self.size(op.nbytes),
+            )
         if isinstance(op, Mma):
             # negative sizes are empty work, as a loop with trips <= 0 runs nothing
             flops = self.size(f"max(0, 2*({op.m})*({op.n})*({op.k}))")
-            return Node(OP_MMA, depth, deps=self.deps(op.deps, depth), id=op.id,
-                        async_=op.async_, flops=flops, dtype=op.dtype)
+            return Node(
+                OP_MMA,
+                depth,
+                deps=self.deps(op.deps, depth),
+                id=op.id,
+                async_=op.async_,
+                flops=flops,
+                dtype=op.dtype,
+            )
         if isinstance(op, Vector):
-            return Node(OP_VECTOR, depth, deps=self.deps(op.deps, depth), id=op.id,
-                        async_=op.async_, exp=self.size(op.exp), fp32=self.size(op.fp32))
+            return Node(
+                OP_VECTOR,
+                depth,
+                deps=self.deps(op.deps, depth),
+                id=op.id,
+                async_=op.async_,
+                exp=self.size(op.exp),
+                fp32=self.size(op.fp32),
+            )
         if isinstance(op, Wait):
             return Node(OP_WAIT, depth, deps=self.deps(op.deps, depth))
         if isinstance(op, Arrive):
@@ -493,9 +520,20 @@ class _Ctx:
             self.scope.loop_vars.append(op.var)
             body = self.block(op.body, depth + 1)
             self.scope.loop_vars.pop()
-            loads = tuple(m for n in body if n.kind == OP_LOAD for m in n.group) \
-                if op.prefetch > 0 else ()
+            loads = (
+                tuple(m for n in body if n.kind == OP_LOAD for m in n.group)
+                if op.prefetch > 0
+                else ()
+            )
             nested = any(n.kind == OP_LOOP for n in body)
-            return Node(OP_LOOP, depth, id=op.var, trips=trips, body=body,
-                        prefetch=max(int(op.prefetch), 0), loads=loads, nested=nested)
+            return Node(
+                OP_LOOP,
+                depth,
+                id=op.var,
+                trips=trips,
+                body=body,
+                prefetch=max(int(op.prefetch), 0),
+                loads=loads,
+                nested=nested,
+            )
         raise TilesimError(f"{self.scope.where}: unknown op {type(op).__name__}")

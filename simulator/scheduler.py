@@ -254,14 +254,16 @@ class LaunchRun:
                 self.starts[item] = env._now
             if sm.log is not None:
                 cta.label = f"{name} #{item}"
-            procs = [env.process(ex.run_role(cta, r, nodes)) for r, (_, nodes) in
-                     enumerate(roles) if r > 0]
+            procs = [
+                env.process(ex.run_role(cta, r, nodes))
+                for r, (_, nodes) in enumerate(roles)
+                if r > 0
+            ]
             yield from ex.run_role(cta, 0, roles[0][1])
             for proc in procs:
                 if proc.callbacks is not None:
                     yield proc
-            if self.persistent and plan is not None and \
-                    plan.head - plan.window <= item < plan.head:
+            if self.persistent and plan is not None and plan.head - plan.window <= item < plan.head:
                 self.durations[item] = env._now - self.starts[item]
         if cta.stores:
             cta.drain = Event(env)
@@ -298,8 +300,10 @@ class LaunchRun:
             # Each persistent CTA would have finished later by its own skipped work
             # (its mix of causal trip counts is its own): the launch ends with the
             # last of them.
-            end = max(t + self._skipped_work(first % self.persistent)
-                      for first, t in sorted(self.ends.items()))
+            end = max(
+                t + self._skipped_work(first % self.persistent)
+                for first, t in sorted(self.ends.items())
+            )
             skipped_cycles = end - self.t1
         else:
             skipped_cycles = self._rate(head) * (tail - head)  # steady cycles per item

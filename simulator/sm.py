@@ -199,8 +199,9 @@ class Executor:
         yield from self._block(cta, st, nodes, 0)
         del self.active[id(st)]
 
-    def _block(self, cta: Cta, st: RoleState, nodes, depth: int, prefetched: bool = False,
-               loop=None):
+    def _block(
+        self, cta: Cta, st: RoleState, nodes, depth: int, prefetched: bool = False, loop=None
+    ):
         """Run ``nodes`` once (the current step of the enclosing loop), or, given the
         innermost ``loop`` they are the body of, once per step of that loop: one
         generator for the whole loop instead of one per step (the hot path)."""
@@ -283,11 +284,21 @@ class Executor:
                             log.append((P_TENSOR, start, end, cta.label))
                     else:
                         ce = node.exp
-                        exp = (ce.const * cnt if ce.fn is None else
-                               ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
+                        exp = (
+                            ce.const * cnt
+                            if ce.fn is None
+                            else ce.fn(G, L)
+                            if cnt == 1
+                            else _sum(ce, G, L, d, a, cnt)
+                        ) * mult
                         ce = node.fp32
-                        fp32 = (ce.const * cnt if ce.fn is None else
-                                ce.fn(G, L) if cnt == 1 else _sum(ce, G, L, d, a, cnt)) * mult
+                        fp32 = (
+                            ce.const * cnt
+                            if ce.fn is None
+                            else ce.fn(G, L)
+                            if cnt == 1
+                            else _sum(ce, G, L, d, a, cnt)
+                        ) * mult
                         end = now
                         if exp:
                             busy = exp * self.sfu_cost
@@ -442,8 +453,12 @@ class Executor:
             key = node.key
             if cnt == 1:  # the common case, inlined
                 nbe = node.nbytes
-                items.append((key.const if key.fn is None else key.fn(G, L),
-                              nbe.const if nbe.fn is None else nbe.fn(G, L)))
+                items.append(
+                    (
+                        key.const if key.fn is None else key.fn(G, L),
+                        nbe.const if nbe.fn is None else nbe.fn(G, L),
+                    )
+                )
                 continue
             if key.fn is None or d not in key.depths:
                 nb = _sum(node.nbytes, G, L, d, a, cnt)
@@ -479,8 +494,17 @@ class Executor:
         for k in keys:
             if k not in reg:
                 reg[k] = ev
-        cta.touched += self.mem.load(cta.sm, items, extra, st.mult - 1.0, st.rule, ev, cta.ctr,
-                                     cnt * st.mult, lead if lead > 1 else 1)
+        cta.touched += self.mem.load(
+            cta.sm,
+            items,
+            extra,
+            st.mult - 1.0,
+            st.rule,
+            ev,
+            cta.ctr,
+            cnt * st.mult,
+            lead if lead > 1 else 1,
+        )
 
     @staticmethod
     def _tiles(node, G, L, d: int, a: int, cnt: int) -> tuple:
@@ -512,8 +536,12 @@ class Executor:
             key = node.key
             if cnt == 1:
                 nbe = node.nbytes
-                items.append((key.const if key.fn is None else key.fn(G, L),
-                              nbe.const if nbe.fn is None else nbe.fn(G, L)))
+                items.append(
+                    (
+                        key.const if key.fn is None else key.fn(G, L),
+                        nbe.const if nbe.fn is None else nbe.fn(G, L),
+                    )
+                )
             elif key.fn is None or d not in key.depths:
                 nb = _sum(node.nbytes, G, L, d, a, cnt)
                 items.append((key.value(G, L), nb / cnt))

@@ -61,8 +61,13 @@ class Recorder:
 
 
 class Timeline:
-    def __init__(self, clock_hz: float, max_sms: int = DEFAULT_MAX_SMS,
-                 window_s: tuple[float, float] | None = None, bin_s: float = DEFAULT_BIN_S):
+    def __init__(
+        self,
+        clock_hz: float,
+        max_sms: int = DEFAULT_MAX_SMS,
+        window_s: tuple[float, float] | None = None,
+        bin_s: float = DEFAULT_BIN_S,
+    ):
         if max_sms < 0:
             raise TilesimError(f"timeline max_sms must be >= 0, got {max_sms}")
         if bin_s <= 0:
@@ -109,48 +114,99 @@ class Timeline:
         for name, start, end, skipped in self.launches:
             span = self._in_window(start, end)
             if span is not None:
-                events.append({
-                    "ph": "X", "name": name, "cat": "launch", "pid": 0, "tid": 0,
-                    "ts": span[0], "dur": span[1] - span[0],
-                    "args": {"skipped_us": self._us(skipped)},
-                })
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": name,
+                        "cat": "launch",
+                        "pid": 0,
+                        "tid": 0,
+                        "ts": span[0],
+                        "dur": span[1] - span[0],
+                        "args": {"skipped_us": self._us(skipped)},
+                    }
+                )
         for sm in sorted(self.sm_logs):
             pid = sm + 1
-            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                           "args": {"name": f"SM {sm}"}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                           "args": {"sort_index": pid}})
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"name": f"SM {sm}"},
+                }
+            )
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_sort_index",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"sort_index": pid},
+                }
+            )
             for tid, pipe in enumerate(PIPE_NAMES):
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                               "args": {"name": pipe}})
+                events.append(
+                    {
+                        "ph": "M",
+                        "name": "thread_name",
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"name": pipe},
+                    }
+                )
             for pipe, start, end, label in self.sm_logs[sm]:
                 span = self._in_window(start, end)
                 if span is None:
                     continue
-                events.append({
-                    "ph": "X", "name": label or PIPE_NAMES[pipe], "cat": PIPE_NAMES[pipe],
-                    "pid": pid, "tid": pipe, "ts": span[0], "dur": span[1] - span[0],
-                })
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": label or PIPE_NAMES[pipe],
+                        "cat": PIPE_NAMES[pipe],
+                        "pid": pid,
+                        "tid": pipe,
+                        "ts": span[0],
+                        "dur": span[1] - span[0],
+                    }
+                )
         width_s = self.recorder.bin / self.clock
         series = (("hbm", "HBM", ("read_GBps", "write_GBps")), ("l2", "L2", ("hit_GBps",)))
         for server, label, keys in series:
             bins = self.recorder.bins.get(server, {})
             # a first sample at the start: every counter track exists, busy or not
             start_us = 0.0 if self.window is None else self.window[0] * 1e6
-            events.append({"ph": "C", "name": label, "pid": 0, "tid": 0, "ts": start_us,
-                           "args": dict.fromkeys(keys, 0.0)})
+            events.append(
+                {
+                    "ph": "C",
+                    "name": label,
+                    "pid": 0,
+                    "tid": 0,
+                    "ts": start_us,
+                    "args": dict.fromkeys(keys, 0.0),
+                }
+            )
             for b in sorted(bins):
                 ts = self._in_window(b * self.recorder.bin, b * self.recorder.bin)
                 if ts is None:
                     continue
                 args = {k: bins[b][i] / width_s / 1e9 for i, k in enumerate(keys)}
-                events.append({"ph": "C", "name": label, "pid": 0, "tid": 0, "ts": ts[0],
-                               "args": args})
+                events.append(
+                    {"ph": "C", "name": label, "pid": 0, "tid": 0, "ts": ts[0], "args": args}
+                )
                 # back to zero at the end of the bin unless the next bin continues
                 if b + 1 not in bins:
-                    events.append({"ph": "C", "name": label, "pid": 0, "tid": 0,
-                                   "ts": self._us((b + 1) * self.recorder.bin),
-                                   "args": dict.fromkeys(keys, 0.0)})
+                    events.append(
+                        {
+                            "ph": "C",
+                            "name": label,
+                            "pid": 0,
+                            "tid": 0,
+                            "ts": self._us((b + 1) * self.recorder.bin),
+                            "args": dict.fromkeys(keys, 0.0),
+                        }
+                    )
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
     def write(self, path: str | os.PathLike) -> Path:

@@ -31,8 +31,9 @@ def invoke(app, *args):
 
 
 def run_tilesim(*args):
-    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_predict_table(app):
@@ -42,10 +43,12 @@ def test_predict_table(app):
 
 
 def test_predict_json_is_the_api_prediction(app):
-    doc = json.loads(invoke(app, "predict", "--algo", "standard", "--causal", *SMALL,
-                            "--json").stdout)
-    p = tilesim.predict(gpu="h100", algo="standard", batch=1, heads=2, seqlen=512, head_dim=64,
-                        causal=True)
+    doc = json.loads(
+        invoke(app, "predict", "--algo", "standard", "--causal", *SMALL, "--json").stdout
+    )
+    p = tilesim.predict(
+        gpu="h100", algo="standard", batch=1, heads=2, seqlen=512, head_dim=64, causal=True
+    )
     assert doc["time_s"] == p.time_s and doc["hbm_read_bytes"] == p.hbm_read_bytes
     assert doc["workload"]["causal"] is True
     assert [lp["name"] for lp in doc["launches"]] == ["qk", "softmax", "pv"]
@@ -53,8 +56,20 @@ def test_predict_json_is_the_api_prediction(app):
 
 def test_predict_what_if_and_config_options(app):
     base = json.loads(invoke(app, "predict", *SMALL, "--json").stdout)
-    doc = json.loads(invoke(app, "predict", *SMALL, "--set", "hbm_bandwidth_Bps=2x",
-                            "--block-n", "64", "--fidelity", "detailed", "--json").stdout)
+    doc = json.loads(
+        invoke(
+            app,
+            "predict",
+            *SMALL,
+            "--set",
+            "hbm_bandwidth_Bps=2x",
+            "--block-n",
+            "64",
+            "--fidelity",
+            "detailed",
+            "--json",
+        ).stdout
+    )
     assert doc["gpu"].startswith("h100_sxm5_80gb+")
     assert doc["config"]["block_n"] == 64 and doc["fidelity"] == "detailed"
     assert doc["time_s"] != base["time_s"]
@@ -69,12 +84,27 @@ def test_predict_writes_a_timeline(app, tmp_path):
 
 
 def test_compare_grid_json(app):
-    doc = json.loads(invoke(app, "compare", "--gpu", "h100", "--seqlens", "512,1024",
-                            "--head-dims", "64", "--tokens", "2048", "--jobs", "1",
-                            "--json").stdout)
+    doc = json.loads(
+        invoke(
+            app,
+            "compare",
+            "--gpu",
+            "h100",
+            "--seqlens",
+            "512,1024",
+            "--head-dims",
+            "64",
+            "--tokens",
+            "2048",
+            "--jobs",
+            "1",
+            "--json",
+        ).stdout
+    )
     rows = doc["rows"]
     assert [(r["seqlen"], r["algo"]) for r in rows] == [
-        (n, a) for n in (512, 1024) for a in ("standard", "v1", "v2", "v3")]
+        (n, a) for n in (512, 1024) for a in ("standard", "v1", "v2", "v3")
+    ]
     assert {(r["batch"], r["heads"]) for r in rows} == {(4, 32), (2, 32)}
     for r in rows:
         std = next(x for x in rows if x["seqlen"] == r["seqlen"] and x["algo"] == "standard")
@@ -84,8 +114,20 @@ def test_compare_grid_json(app):
 
 
 def test_compare_table_skips_what_the_gpu_cannot_run(app):
-    result = invoke(app, "compare", "--gpu", "a100", "--seqlens", "512", "--head-dims", "64",
-                    "--tokens", "1024", "--jobs", "1")
+    result = invoke(
+        app,
+        "compare",
+        "--gpu",
+        "a100",
+        "--seqlens",
+        "512",
+        "--head-dims",
+        "64",
+        "--tokens",
+        "1024",
+        "--jobs",
+        "1",
+    )
     assert "standard" in result.stdout and "v2" in result.stdout
     assert " v3 " not in result.stdout
     assert "v3 skipped" in result.output
@@ -104,18 +146,21 @@ def test_trace_export_then_replay(app, tmp_path):
     assert res.exit_code != 0 and "wgmma" in str(res.exception)  # an H100 schedule
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["predict", "--fidelity", "rough"], "fidelity"),
-    (["predict", "-n", "0"], "seqlen"),
-    (["predict", "--algo", "v9"], "v9"),
-    (["predict", "--gpu", "a100", "--algo", "v3"], "v3"),
-    (["predict", "--timeline", "/nonexistent-dir/t.json"], "does not exist"),
-    (["predict", "--timeline-window", "5:1", "--timeline", "t.json"], "timeline-window"),
-    (["compare", "--seqlens", "512,abc"], "abc"),
-    (["compare", "--gpu", "a100", "--algos", "v2,v3"], "v3"),
-    (["compare", "--tokens", "1000"], "multiple"),
-    (["trace", "replay", "/nonexistent.trace.json"], "nonexistent"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["predict", "--fidelity", "rough"], "fidelity"),
+        (["predict", "-n", "0"], "seqlen"),
+        (["predict", "--algo", "v9"], "v9"),
+        (["predict", "--gpu", "a100", "--algo", "v3"], "v3"),
+        (["predict", "--timeline", "/nonexistent-dir/t.json"], "does not exist"),
+        (["predict", "--timeline-window", "5:1", "--timeline", "t.json"], "timeline-window"),
+        (["compare", "--seqlens", "512,abc"], "abc"),
+        (["compare", "--gpu", "a100", "--algos", "v2,v3"], "v3"),
+        (["compare", "--tokens", "1000"], "multiple"),
+        (["trace", "replay", "/nonexistent.trace.json"], "nonexistent"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
     res = run_tilesim(*args)
     assert res.returncode == 2, res.stderr
@@ -128,8 +173,17 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
 
 def test_malformed_trace_file_is_rejected(tmp_path):
     path = tmp_path / "bad.trace.json"
-    path.write_text(json.dumps({"format": "tilesim-trace", "version": 1, "algo": "x",
-                                "tensors": [], "launches": [{"name": "k"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "tilesim-trace",
+                "version": 1,
+                "algo": "x",
+                "tensors": [],
+                "launches": [{"name": "k"}],
+            }
+        )
+    )
     res = run_tilesim("trace", "replay", str(path))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith("error:") and "launches[0]" in res.stderr

@@ -32,10 +32,27 @@ SHAPES = (
     Workload(2, 8, 2048, 2048, 128, causal=True),
     Workload(1, 4, 1000, 1000, 128, dtype="bf16"),  # partial tiles
 )
-FIELDS = ("time_s", "cycles", "hbm_read_bytes", "hbm_write_bytes", "matmul_flops", "exp_count",
-          "l2_hit_rate", "bound", "waves", "ctas_per_sm")
-FLOATS = ("time_s", "cycles", "hbm_read_bytes", "hbm_write_bytes", "matmul_flops", "exp_count",
-          "l2_hit_rate")
+FIELDS = (
+    "time_s",
+    "cycles",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "matmul_flops",
+    "exp_count",
+    "l2_hit_rate",
+    "bound",
+    "waves",
+    "ctas_per_sm",
+)
+FLOATS = (
+    "time_s",
+    "cycles",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "matmul_flops",
+    "exp_count",
+    "l2_hit_rate",
+)
 
 
 def cases():
@@ -51,8 +68,9 @@ def cases():
 
 
 def key(gpu_name: str, algo: str, w: Workload) -> str:
-    return (f"{gpu_name}/{algo}/B{w.batch}-H{w.heads}-N{w.seqlen_q}-d{w.head_dim}-{w.dtype}"
-            + ("-causal" if w.causal else ""))
+    return f"{gpu_name}/{algo}/B{w.batch}-H{w.heads}-N{w.seqlen_q}-d{w.head_dim}-{w.dtype}" + (
+        "-causal" if w.causal else ""
+    )
 
 
 def compute(gpu_name: str, algo: str, w: Workload) -> dict:
@@ -65,7 +83,7 @@ def compute(gpu_name: str, algo: str, w: Workload) -> dict:
 def regenerate() -> Path:
     doc = {
         "about": "tilesim golden predictions (fast fidelity); regenerate with "
-                 "`python -m tests.golden.regen`",
+        "`python -m tests.golden.regen`",
         "tolerance": TOLERANCE,
         "predictions": {key(*c): compute(*c) for c in cases()},
     }
@@ -95,7 +113,8 @@ def test_prediction_matches_golden(golden, case):
     assert got["config"] == expected["config"], f"default config changed ({hint})"
     for field in FIELDS:
         if field in FLOATS:
-            assert got[field] == pytest.approx(expected[field], rel=TOLERANCE, abs=1e-15), \
+            assert got[field] == pytest.approx(expected[field], rel=TOLERANCE, abs=1e-15), (
                 f"{field}: {got[field]!r} != {expected[field]!r} ({hint})"
+            )
         else:
             assert got[field] == expected[field], f"{field} ({hint})"

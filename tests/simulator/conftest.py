@@ -15,15 +15,34 @@ from tilesim.hwmodels.gpu import GPU
 from tilesim.traces.ir import CtaProgram, Launch, Role, TensorSpec, Trace
 
 TOY = dict(
-    name="toy", display_name="Toy GPU", arch="hopper", sm_count=2, sm_clock_hz=1e9,
-    max_ctas_per_sm=4, max_warps_per_sm=64, regs_per_sm=65536, smem_bytes_per_sm=200_000,
-    smem_bytes_per_cta_max=200_000, smem_bandwidth_B_per_clk_per_sm=100.0,
+    name="toy",
+    display_name="Toy GPU",
+    arch="hopper",
+    sm_count=2,
+    sm_clock_hz=1e9,
+    max_ctas_per_sm=4,
+    max_warps_per_sm=64,
+    regs_per_sm=65536,
+    smem_bytes_per_sm=200_000,
+    smem_bytes_per_cta_max=200_000,
+    smem_bandwidth_B_per_clk_per_sm=100.0,
     tensor_fp16_mma_sync_flop_per_clk_per_sm=1000.0,
-    tensor_fp16_wgmma_flop_per_clk_per_sm=2000.0, tensor_fp8_wgmma_flop_per_clk_per_sm=4000.0,
-    sfu_ops_per_clk_per_sm=10.0, fp32_ops_per_clk_per_sm=100.0, l2_bytes=1_000_000,
-    l2_bandwidth_Bps=1e12, l2_hit_latency_cycles=100.0, hbm_bytes=10**10, hbm_bandwidth_Bps=1e11,
-    hbm_read_efficiency=1.0, hbm_write_efficiency=0.5, hbm_latency_cycles=500.0,
-    launch_overhead_s=0.0, has_tma=True, has_wgmma=True, has_fp8=True,
+    tensor_fp16_wgmma_flop_per_clk_per_sm=2000.0,
+    tensor_fp8_wgmma_flop_per_clk_per_sm=4000.0,
+    sfu_ops_per_clk_per_sm=10.0,
+    fp32_ops_per_clk_per_sm=100.0,
+    l2_bytes=1_000_000,
+    l2_bandwidth_Bps=1e12,
+    l2_hit_latency_cycles=100.0,
+    hbm_bytes=10**10,
+    hbm_bandwidth_Bps=1e11,
+    hbm_read_efficiency=1.0,
+    hbm_write_efficiency=0.5,
+    hbm_latency_cycles=500.0,
+    launch_overhead_s=0.0,
+    has_tma=True,
+    has_wgmma=True,
+    has_fp8=True,
 )
 
 
@@ -39,12 +58,18 @@ def toy_trace(*launch_specs, tensors=("A", "B", "C"), params=None) -> Trace:
         grid, roles = spec[0], spec[1]
         smem = spec[2] if len(spec) > 2 else 150_000
         persistent = spec[3] if len(spec) > 3 else 0
-        launches.append(Launch(
-            name=f"L{i}", grid=tuple(grid),
-            program=CtaProgram(tuple(Role(n, tuple(ops), 4) for n, ops in roles)),
-            smem_bytes=smem, threads=128 * len(roles), regs_per_thread=32, mma_path="wgmma",
-            persistent_ctas=persistent,
-        ))
+        launches.append(
+            Launch(
+                name=f"L{i}",
+                grid=tuple(grid),
+                program=CtaProgram(tuple(Role(n, tuple(ops), 4) for n, ops in roles)),
+                smem_bytes=smem,
+                threads=128 * len(roles),
+                regs_per_thread=32,
+                mma_path="wgmma",
+                persistent_ctas=persistent,
+            )
+        )
     return Trace(
         algo="toy",
         tensors=tuple(TensorSpec(t, (1 << 20,), "fp16") for t in tensors),

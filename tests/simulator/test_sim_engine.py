@@ -86,9 +86,12 @@ def test_stored_tile_hits_in_the_next_launch(kit, gpu):
 def test_l2_is_lru_with_a_byte_capacity(kit, l2_bytes, reads):
     # a, b (600 KB each), then a again: with 1 MB of L2, b evicted a.
     ops = [
-        Load("a", "A", (0,), 600_000), Wait(("a",)),
-        Load("b", "A", (1,), 600_000), Wait(("b",)),
-        Load("c", "A", (0,), 600_000), Wait(("c",)),
+        Load("a", "A", (0,), 600_000),
+        Wait(("a",)),
+        Load("b", "A", (1,), 600_000),
+        Wait(("b",)),
+        Load("c", "A", (0,), 600_000),
+        Wait(("c",)),
     ]
     p = simulate(kit.trace((ONE, [("main", ops)])), kit.gpu(l2_bytes=l2_bytes))
     assert p.hbm_read_bytes == reads
@@ -108,13 +111,16 @@ def test_async_mma_overlaps_the_next_op(kit, gpu, async_, expected):
 
 
 @pytest.mark.parametrize("fidelity", ["fast", "detailed"])
-@pytest.mark.parametrize("prefetch,expected", [
-    # every iteration waits for its own load: 8 x (600 + MMA)
-    (0, 8 * (600 + MMA)),
-    # loads 0, 1 (before the loop) and 2 (at iteration 0) share HBM until 300,
-    # ready at 800; later loads are hidden behind the Mmas
-    (2, 800 + 8 * MMA),
-])
+@pytest.mark.parametrize(
+    "prefetch,expected",
+    [
+        # every iteration waits for its own load: 8 x (600 + MMA)
+        (0, 8 * (600 + MMA)),
+        # loads 0, 1 (before the loop) and 2 (at iteration 0) share HBM until 300,
+        # ready at 800; later loads are hidden behind the Mmas
+        (2, 800 + 8 * MMA),
+    ],
+)
 def test_loop_prefetch(kit, gpu, prefetch, expected, fidelity):
     loop = Loop("j", 8, (Load("k", "A", ("j",), 10_000), mma(deps=("k",))), prefetch=prefetch)
     p = simulate(kit.trace((ONE, [("main", [loop])])), gpu, fidelity)
@@ -206,8 +212,10 @@ def test_latency_bound_when_nothing_is_busy(kit, gpu):
 
 
 def test_deadlock_is_a_clear_error(kit, gpu):
-    roles = [("a", [Wait(("b_done",)), Arrive("a_done")]),
-             ("b", [Wait(("a_done",)), Arrive("b_done")])]
+    roles = [
+        ("a", [Wait(("b_done",)), Arrive("a_done")]),
+        ("b", [Wait(("a_done",)), Arrive("b_done")]),
+    ]
     with pytest.raises(TilesimError, match="deadlock"):
         simulate(kit.trace((ONE, roles)), gpu)
 
@@ -234,8 +242,12 @@ def test_unknown_fidelity(kit, gpu):
 
 
 def test_utilisation_is_a_fraction(kit, gpu):
-    ops = [Load("a", "A", ("x",), 50_000), mma(deps=("a",)), Vector(exp=5000, fp32=5000),
-           Store("C", ("x",), 20_000)]
+    ops = [
+        Load("a", "A", ("x",), 50_000),
+        mma(deps=("a",)),
+        Vector(exp=5000, fp32=5000),
+        Store("C", ("x",), 20_000),
+    ]
     p = simulate(kit.trace(((("x", 6),), [("main", ops)])), gpu)
     for name, value in p.utilisation.items():
         assert 0.0 <= value <= 1.0 + 1e-9, name
@@ -244,8 +256,13 @@ def test_utilisation_is_a_fraction(kit, gpu):
 def test_empty_work_completes_at_once(kit, gpu):
     # traces/ir.py: a Load/Store of 0 bytes, an Mma with a zero size, a Vector with
     # no work complete at once (generators fold pipeline prologues into loops so)
-    ops = [Load("a", "A", (0,), 0), Mma(0, 128, 64, "fp16", deps=("a",)),
-           Vector(exp=0, fp32=0), Store("C", (0,), 0), Vector(fp32=100)]
+    ops = [
+        Load("a", "A", (0,), 0),
+        Mma(0, 128, 64, "fp16", deps=("a",)),
+        Vector(exp=0, fp32=0),
+        Store("C", (0,), 0),
+        Vector(fp32=100),
+    ]
     p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
     assert cycles(p) == pytest.approx(1, rel=1e-12)
     assert p.hbm_read_bytes == 0 and p.hbm_write_bytes == 0

@@ -70,8 +70,14 @@ def test_prediction_does_not_depend_on_the_hash_seed():
     outs = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        res = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
-                             text=True, timeout=300, check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", _SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
         outs.append(res.stdout)
     assert outs[0] == outs[1]
     assert len(outs[0].splitlines()) == 4

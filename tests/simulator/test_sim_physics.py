@@ -59,16 +59,20 @@ def test_standard_attention_is_hbm_bound_and_grows_as_n_squared():
 @pytest.mark.parametrize("n", [2048, 4096])
 def test_v2_beats_v1_beats_standard_on_a100(n):
     # 16 x 16 heads: v1's one-CTA-per-head grid fills the A100's 108 SMs
-    t = {a: tilesim.predict(gpu="a100", algo=a, batch=16, heads=16, seqlen=n, head_dim=64).time_s
-         for a in ("standard", "v1", "v2")}
+    t = {
+        a: tilesim.predict(gpu="a100", algo=a, batch=16, heads=16, seqlen=n, head_dim=64).time_s
+        for a in ("standard", "v1", "v2")
+    }
     assert t["v1"] / t["v2"] >= 1.5
     assert t["v1"] < t["standard"]
 
 
 @pytest.mark.parametrize("n,batch", [(4096, 4), (8192, 2)])
 def test_v3_beats_v2_on_h100(n, batch):
-    t = {a: tilesim.predict(gpu="h100", algo=a, batch=batch, heads=16, seqlen=n,
-                            head_dim=128).time_s for a in ("v2", "v3")}
+    t = {
+        a: tilesim.predict(gpu="h100", algo=a, batch=batch, heads=16, seqlen=n, head_dim=128).time_s
+        for a in ("v2", "v3")
+    }
     assert t["v2"] / t["v3"] >= 1.3
 
 
@@ -85,9 +89,12 @@ def test_doubling_hbm_bandwidth_helps_standard_not_v2():
 
 def _one_cta_per_sm_grid(gpu, ctas: int) -> Trace:
     launch = Launch(
-        name="k", grid=(("x", ctas),),
+        name="k",
+        grid=(("x", ctas),),
         program=CtaProgram((Role("main", (Mma(128, 128, 4096, "fp16"),), 8),)),
-        smem_bytes=gpu.smem_bytes_per_cta_max, threads=256, regs_per_thread=64,
+        smem_bytes=gpu.smem_bytes_per_cta_max,
+        threads=256,
+        regs_per_thread=64,
         mma_path="wgmma",
     )
     return Trace("toy", (TensorSpec("A", (1,), "fp16"),), (launch,))

@@ -25,13 +25,19 @@ def test_perfetto_json_has_the_required_structure(v2_timeline, tmp_path):
     doc = json.loads(path.read_text())
     events = doc["traceEvents"]
     assert events
-    names = {(e["pid"], e.get("args", {}).get("name")) for e in events
-             if e["ph"] == "M" and e["name"] == "process_name"}
+    names = {
+        (e["pid"], e.get("args", {}).get("name"))
+        for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
     assert (0, "memory") in names
     assert {(1, "SM 0"), (2, "SM 1"), (3, "SM 2")} <= names
     assert not any(e["pid"] > 3 for e in events)  # only the first 3 SMs
-    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-               if e["ph"] == "M" and e["name"] == "thread_name"}
+    threads = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
     assert threads[(1, 0)] == "tensor" and threads[(1, 1)] == "sfu"
     xs = [e for e in events if e["ph"] == "X" and e["pid"] > 0]
     assert xs and all(e["dur"] >= 0 and e["ts"] >= 0 for e in xs)
@@ -72,8 +78,9 @@ def test_hbm_counter_matches_the_bytes_moved(v2_timeline):
 def test_timeline_window_clips_events():
     gpu = load_gpu("h100")
     trace = build("v2", Workload(1, 4, 1024, 1024, 128), gpu)
-    p = simulate(trace, gpu, "detailed", timeline=True, timeline_sms=1,
-                 timeline_window_s=(2e-6, 4e-6))
+    p = simulate(
+        trace, gpu, "detailed", timeline=True, timeline_sms=1, timeline_window_s=(2e-6, 4e-6)
+    )
     xs = [e for e in p.timeline.to_perfetto()["traceEvents"] if e["ph"] in ("X", "C")]
     assert xs
     assert all(2.0 - 1e-9 <= e["ts"] <= 4.0 + 1e-9 for e in xs)
@@ -99,15 +106,45 @@ def test_no_timeline_unless_asked():
 # -- the Prediction record ------------------------------------------------------------
 
 SCHEMA_KEYS = {
-    "schema_version", "gpu", "algo", "workload", "config", "fidelity", "time_s", "cycles",
-    "tflops", "matmul_flops", "exp_count", "fp32_ops", "hbm_read_bytes", "hbm_write_bytes",
-    "compulsory_hbm_bytes", "l2_hit_rate", "utilisation", "bound", "waves", "ctas_per_sm",
-    "launches", "sim_events", "sim_wall_s",
+    "schema_version",
+    "gpu",
+    "algo",
+    "workload",
+    "config",
+    "fidelity",
+    "time_s",
+    "cycles",
+    "tflops",
+    "matmul_flops",
+    "exp_count",
+    "fp32_ops",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "compulsory_hbm_bytes",
+    "l2_hit_rate",
+    "utilisation",
+    "bound",
+    "waves",
+    "ctas_per_sm",
+    "launches",
+    "sim_events",
+    "sim_wall_s",
 }
 LAUNCH_KEYS = {
-    "name", "time_s", "cycles", "ctas", "ctas_per_sm", "occupancy_limiter", "waves",
-    "persistent_ctas", "hbm_read_bytes", "hbm_write_bytes", "matmul_flops", "utilisation",
-    "bound", "simulated_ctas",
+    "name",
+    "time_s",
+    "cycles",
+    "ctas",
+    "ctas_per_sm",
+    "occupancy_limiter",
+    "waves",
+    "persistent_ctas",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "matmul_flops",
+    "utilisation",
+    "bound",
+    "simulated_ctas",
 }
 
 

@@ -73,20 +73,32 @@ FidelityOpt = Annotated[
 ]
 TimelineOpt = Annotated[
     Path | None,
-    typer.Option("--timeline", help="Write a Perfetto / Chrome trace JSON of the run here.",
-                 show_default=False, dir_okay=False),
+    typer.Option(
+        "--timeline",
+        help="Write a Perfetto / Chrome trace JSON of the run here.",
+        show_default=False,
+        dir_okay=False,
+    ),
 ]
 TimelineSmsOpt = Annotated[int, typer.Option("--timeline-sms", help="SMs drawn in the timeline.")]
 GanttOpt = Annotated[
     Path | None,
-    typer.Option("--gantt", help="Draw the first SMs' pipes over time into this PNG (what the "
-                 "engine ran: with --fidelity fast, coalesced iterations show as longer bars; "
-                 "--fidelity detailed shows every iteration).", show_default=False),
+    typer.Option(
+        "--gantt",
+        help="Draw the first SMs' pipes over time into this PNG (what the "
+        "engine ran: with --fidelity fast, coalesced iterations show as longer bars; "
+        "--fidelity detailed shows every iteration).",
+        show_default=False,
+    ),
 ]
 TimelineWindowOpt = Annotated[
     str | None,
-    typer.Option("--timeline-window", metavar="START_US:END_US",
-                 help="Only this time window (µs) in the timeline.", show_default=False),
+    typer.Option(
+        "--timeline-window",
+        metavar="START_US:END_US",
+        help="Only this time window (µs) in the timeline.",
+        show_default=False,
+    ),
 ]
 
 
@@ -130,8 +142,16 @@ def predict_cmd(
     workload = workload_from_options(batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype)
     check_algo(algo, workload, hw)
     config = config_from_options(
-        algo, workload, hw, block_m=block_m, block_n=block_n, num_warps=num_warps,
-        num_stages=num_stages, mma_path=mma_path, persistent=persistent, pingpong=pingpong,
+        algo,
+        workload,
+        hw,
+        block_m=block_m,
+        block_n=block_n,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        mma_path=mma_path,
+        persistent=persistent,
+        pingpong=pingpong,
         warp_specialize=warp_specialize,
     )
     trace = build(algo, workload, hw, config)
@@ -166,7 +186,11 @@ def _run_and_show(
         raise TilesimError(f"--timeline-sms must be >= 0, got {timeline_sms}")
     record = timeline is not None or gantt is not None
     pred = simulate(
-        trace, hw, fidelity, record, timeline_sms=max(timeline_sms, 1) if gantt else timeline_sms,
+        trace,
+        hw,
+        fidelity,
+        record,
+        timeline_sms=max(timeline_sms, 1) if gantt else timeline_sms,
         timeline_window_s=_window(window),
     )
     if timeline is not None:
@@ -207,12 +231,18 @@ def _window(text: str | None) -> tuple[float, float] | None:
 def _show(p: Prediction, hw: GPU) -> None:
     w = p.workload
     shape = (
-        f"B={w.get('batch')} H={w.get('heads')} N={w.get('seqlen_q')}"
-        + (f"/{w.get('seqlen_kv')}" if w.get("seqlen_kv") != w.get("seqlen_q") else "")
-        + f" d={w.get('head_dim')} {w.get('dtype')}" + (" causal" if w.get("causal") else "")
-    ) if w else "(hand-written trace)"
-    table = Table(title=f"{p.algo} on {hw.display_name} ({p.gpu})", box=box.SIMPLE_HEAD,
-                  show_header=False)
+        (
+            f"B={w.get('batch')} H={w.get('heads')} N={w.get('seqlen_q')}"
+            + (f"/{w.get('seqlen_kv')}" if w.get("seqlen_kv") != w.get("seqlen_q") else "")
+            + f" d={w.get('head_dim')} {w.get('dtype')}"
+            + (" causal" if w.get("causal") else "")
+        )
+        if w
+        else "(hand-written trace)"
+    )
+    table = Table(
+        title=f"{p.algo} on {hw.display_name} ({p.gpu})", box=box.SIMPLE_HEAD, show_header=False
+    )
     table.add_column("quantity", style="bold")
     table.add_column("value")
     table.add_row("workload", shape)
@@ -230,17 +260,40 @@ def _show(p: Prediction, hw: GPU) -> None:
     table.add_row("simulation", f"{p.fidelity}: {p.sim_events:,} events in {p.sim_wall_s:.2f} s")
     console.print(table)
     if len(p.launches) > 1 or p.launches[0].simulated_ctas != p.launches[0].ctas:
-        lt = Table(title="launches", box=None, padding=(0, 1), pad_edge=False,
-                   header_style="bold underline")
+        lt = Table(
+            title="launches",
+            box=None,
+            padding=(0, 1),
+            pad_edge=False,
+            header_style="bold underline",
+        )
         # simulated: CTAs the engine ran (fewer than CTAs where waves were sampled)
-        for col in ("launch", "time", "CTAs", "waves", "per SM", "HBM rd", "HBM wr", "bound",
-                    "simulated"):
-            lt.add_column(col, justify="left" if col in ("launch", "bound") else "right",
-                          no_wrap=True)
+        for col in (
+            "launch",
+            "time",
+            "CTAs",
+            "waves",
+            "per SM",
+            "HBM rd",
+            "HBM wr",
+            "bound",
+            "simulated",
+        ):
+            lt.add_column(
+                col, justify="left" if col in ("launch", "bound") else "right", no_wrap=True
+            )
         for lp in p.launches:
-            lt.add_row(lp.name, fmt_time(lp.time_s), f"{lp.ctas:,}", str(lp.waves),
-                       str(lp.ctas_per_sm), fmt_bytes(lp.hbm_read_bytes),
-                       fmt_bytes(lp.hbm_write_bytes), lp.bound, f"{lp.simulated_ctas:,}")
+            lt.add_row(
+                lp.name,
+                fmt_time(lp.time_s),
+                f"{lp.ctas:,}",
+                str(lp.waves),
+                str(lp.ctas_per_sm),
+                fmt_bytes(lp.hbm_read_bytes),
+                fmt_bytes(lp.hbm_write_bytes),
+                lp.bound,
+                f"{lp.simulated_ctas:,}",
+            )
         console.print(lt)
 
 
@@ -250,24 +303,35 @@ def _show(p: Prediction, hw: GPU) -> None:
 def compare_cmd(
     gpu: GpuOpt = DEFAULT_GPU,
     sets: SetOpt = None,
-    seqlens: Annotated[str, typer.Option("--seqlens", help="Sequence lengths, comma-separated.")]
-    = ",".join(map(str, DEFAULT_SEQLENS)),
-    head_dims: Annotated[str, typer.Option("--head-dims", help="Head dims, comma-separated.")]
-    = ",".join(map(str, DEFAULT_HEAD_DIMS)),
+    seqlens: Annotated[
+        str, typer.Option("--seqlens", help="Sequence lengths, comma-separated.")
+    ] = ",".join(map(str, DEFAULT_SEQLENS)),
+    head_dims: Annotated[
+        str, typer.Option("--head-dims", help="Head dims, comma-separated.")
+    ] = ",".join(map(str, DEFAULT_HEAD_DIMS)),
     algos: Annotated[
         str | None,
-        typer.Option("--algos", help=f"Algorithms [default: {','.join(ALGOS)}, those the GPU "
-                     "can run].", show_default=False),
+        typer.Option(
+            "--algos",
+            help=f"Algorithms [default: {','.join(ALGOS)}, those the GPU can run].",
+            show_default=False,
+        ),
     ] = None,
-    tokens: Annotated[int, typer.Option("--tokens", help="Tokens per batch: batch = tokens / N.")]
-    = DEFAULT_TOKENS,
-    hidden: Annotated[int, typer.Option("--hidden", help="H x d: heads = hidden / d.")]
-    = DEFAULT_HIDDEN,
+    tokens: Annotated[
+        int, typer.Option("--tokens", help="Tokens per batch: batch = tokens / N.")
+    ] = DEFAULT_TOKENS,
+    hidden: Annotated[
+        int, typer.Option("--hidden", help="H x d: heads = hidden / d.")
+    ] = DEFAULT_HIDDEN,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     fidelity: FidelityOpt = "fast",
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel processes [default: CPUs].",
-                                      show_default=False)] = 0,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs", "-j", help="Parallel processes [default: CPUs].", show_default=False
+        ),
+    ] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare standard attention and FlashAttention v1/v2/v3 over sequence lengths."""
@@ -279,8 +343,9 @@ def compare_cmd(
     ds = _int_list(head_dims, "--head-dims")
     for d in ds:
         if d not in HEAD_DIMS:
-            raise TilesimError(f"--head-dims: {d} is not supported (supported: "
-                               f"{', '.join(map(str, HEAD_DIMS))})")
+            raise TilesimError(
+                f"--head-dims: {d} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})"
+            )
     explicit = algos is not None
     names = [a.strip().lower() for a in algos.split(",") if a.strip()] if explicit else list(ALGOS)
     if not names:
@@ -289,23 +354,35 @@ def compare_cmd(
     if jobs < 0:
         raise TilesimError(f"--jobs must be >= 0, got {jobs}")
     workers = jobs or min(default_workers(), len(grid))
-    outcomes, _ = run_jobs([Job(hw, a, w, None, fidelity) for a, w in grid], workers=workers,
-                           progress=not as_json)
+    outcomes, _ = run_jobs(
+        [Job(hw, a, w, None, fidelity) for a, w in grid], workers=workers, progress=not as_json
+    )
     for (algo, w), out in zip(grid, outcomes, strict=True):
         if not out.ok:
             raise TilesimError(f"{algo} at N={w.seqlen_q} d={w.head_dim}: {out.error}")
     rows = compare_rows(grid, [o.prediction for o in outcomes])
     if as_json:
-        print_json({"gpu": hw.name, "tokens": tokens, "hidden": hidden, "causal": causal,
-                    "dtype": dtype, "fidelity": fidelity, "notes": notes, "rows": rows})
+        print_json(
+            {
+                "gpu": hw.name,
+                "tokens": tokens,
+                "hidden": hidden,
+                "causal": causal,
+                "dtype": dtype,
+                "fidelity": fidelity,
+                "notes": notes,
+                "rows": rows,
+            }
+        )
         return
     _show_compare(hw, rows, tokens, hidden, causal, dtype)
     for note in notes:
         err_console.print(f"note: {note}")
 
 
-def compare_grid(hw: GPU, ns, ds, algos, tokens: int, hidden: int, causal: bool, dtype: str,
-                 explicit: bool) -> tuple[list, list]:
+def compare_grid(
+    hw: GPU, ns, ds, algos, tokens: int, hidden: int, causal: bool, dtype: str, explicit: bool
+) -> tuple[list, list]:
     """(algo, Workload) points of the compare grid, and notes on what was skipped."""
     for a in algos:
         if a not in ALGOS:
@@ -337,29 +414,39 @@ def compare_grid(hw: GPU, ns, ds, algos, tokens: int, hidden: int, causal: bool,
 def compare_rows(grid, preds) -> list[dict]:
     """One row per point, with the speed-up over standard attention at the same shape."""
     standard = {
-        (w.seqlen_q, w.head_dim): p.time_s for (a, w), p in zip(grid, preds, strict=True)
+        (w.seqlen_q, w.head_dim): p.time_s
+        for (a, w), p in zip(grid, preds, strict=True)
         if a == "standard"
     }
     rows = []
     for (a, w), p in zip(grid, preds, strict=True):
         base = standard.get((w.seqlen_q, w.head_dim))
-        rows.append({
-            "seqlen": w.seqlen_q, "head_dim": w.head_dim, "batch": w.batch, "heads": w.heads,
-            "algo": a, "time_s": p.time_s, "tflops": p.tflops,
-            "hbm_bytes": p.hbm_read_bytes + p.hbm_write_bytes,
-            "speedup_vs_standard": base / p.time_s if base else None,
-            "bound": p.bound, "config": p.config,
-        })
+        rows.append(
+            {
+                "seqlen": w.seqlen_q,
+                "head_dim": w.head_dim,
+                "batch": w.batch,
+                "heads": w.heads,
+                "algo": a,
+                "time_s": p.time_s,
+                "tflops": p.tflops,
+                "hbm_bytes": p.hbm_read_bytes + p.hbm_write_bytes,
+                "speedup_vs_standard": base / p.time_s if base else None,
+                "bound": p.bound,
+                "config": p.config,
+            }
+        )
     return rows
 
 
 def _show_compare(hw: GPU, rows, tokens, hidden, causal, dtype) -> None:
-    console.print(f"[bold]{hw.display_name}[/bold] ({hw.name}): {tokens} tokens per batch, "
-                  f"H*d = {hidden}, {dtype}" + (", causal" if causal else ""))
+    console.print(
+        f"[bold]{hw.display_name}[/bold] ({hw.name}): {tokens} tokens per batch, "
+        f"H*d = {hidden}, {dtype}" + (", causal" if causal else "")
+    )
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
     for col in ("N", "d", "B×H", "algo", "time", "TFLOPS", "HBM", "vs std", "bound"):
-        table.add_column(col, justify="left" if col in ("algo", "bound") else "right",
-                         no_wrap=True)
+        table.add_column(col, justify="left" if col in ("algo", "bound") else "right", no_wrap=True)
     last = None
     for r in rows:
         key = (r["head_dim"], r["seqlen"])
@@ -367,10 +454,17 @@ def _show_compare(hw: GPU, rows, tokens, hidden, causal, dtype) -> None:
             table.add_section()
         last = key
         speed = r["speedup_vs_standard"]
-        table.add_row(str(r["seqlen"]), str(r["head_dim"]), f"{r['batch']}×{r['heads']}",
-                      r["algo"], fmt_time(r["time_s"]), f"{r['tflops']:.0f}",
-                      fmt_bytes(r["hbm_bytes"]), "" if speed is None else f"{speed:.2f}x",
-                      r["bound"])
+        table.add_row(
+            str(r["seqlen"]),
+            str(r["head_dim"]),
+            f"{r['batch']}×{r['heads']}",
+            r["algo"],
+            fmt_time(r["time_s"]),
+            f"{r['tflops']:.0f}",
+            fmt_bytes(r["hbm_bytes"]),
+            "" if speed is None else f"{speed:.2f}x",
+            r["bound"],
+        )
     console.print(table)
 
 
