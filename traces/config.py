@@ -18,6 +18,10 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
     d = workload.head_dim
     hopper = gpu.has_wgmma
     path = "wgmma" if hopper else "mma_sync"
+    if workload.pass_ != "fwd" and algo != "standard":
+        # bwd and fwd_bwd (one config drives both passes of a fwd_bwd trace, so the
+        # forward must fit it too; it needs less shared memory than the backward).
+        return _backward_config(algo, d, hopper, path)
     if algo == "standard":
         # S = Q K^T tiles of block_m x block_n (k = d in one step); O = P V tiles of
         # block_m x d with a k-loop of block_n; the softmax kernel takes one row per CTA.
@@ -47,6 +51,29 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
     )
 
 
+def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig:
+    """Backward tiles: block_m rows of Q/dO, block_n rows of K/V, as the forward.
+
+    The backward holds more tiles per CTA than the forward (v2's dK/dV launch
+    keeps K_j, V_j and stages Q_i, dO_i, LSE_i, D_i; v1 also stages O_i and the
+    fp32 dQ_i), so its blocks are smaller: 64 x 128 at d=64 and 64 x 64 at d=128
+    (FlashAttention-2's backward uses 64 x 128 / 64 x 64 on Ampere), 32 x 32 at
+    d=256 so that even the A100's 163 KiB per CTA holds them. Standard attention's
+    backward is tiled GEMMs and keeps the forward's GEMM tiles.
+    """
+    warps = 8 if hopper else 4
+    if algo == "v1":
+        # v1 stages four d-wide tiles per inner step (Q, O, dO and the fp32 dQ)
+        if d <= 128:
+            return KernelConfig(64, 64, 4, 1, path)
+        return KernelConfig(32, 32, 4, 1, path)
+    if d <= 64:
+        return KernelConfig(64, 128, warps, 2, path)
+    if d <= 128:
+        return KernelConfig(64, 64, warps, 2, path)
+    return KernelConfig(32, 32, 4, 2, path)
+
+
 def kernel_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
     """The configuration tilesim's Triton kernels run when none is given.
 
@@ -71,6 +98,8 @@ def check_algo(algo: str, workload: Workload, gpu: GPU) -> None:
         raise TilesimError(
             f"v3 needs Hopper's TMA and wgmma, which {gpu.name} does not have (use v2)"
         )
+    if algo == "v3" and workload.pass_ != "fwd":
+        raise TilesimError("v3 backward is not modelled yet; use v2")
     if workload.dtype == "fp8":
         if algo != "v3":
             raise TilesimError(f"fp8 is supported by v3 only, not by {algo}")
@@ -79,7 +108,46 @@ def check_algo(algo: str, workload: Workload, gpu: GPU) -> None:
 
 
 def smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> int:
-    """Shared memory one CTA of ``algo`` needs with ``config`` (bytes)."""
+    """Shared memory one CTA of ``algo`` needs with ``config`` (bytes).
+
+    For ``pass_`` "bwd" the largest CTA of the backward launches; for "fwd_bwd"
+    the larger of the forward's and the backward's.
+    """
+    if workload.pass_ == "bwd":
+        return backward_smem_bytes(algo, workload, config)
+    if workload.pass_ == "fwd_bwd":
+        return max(
+            forward_smem_bytes(algo, workload, config),
+            backward_smem_bytes(algo, workload, config),
+        )
+    return forward_smem_bytes(algo, workload, config)
+
+
+def backward_smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> int:
+    """Shared memory of the largest CTA of ``algo``'s backward launches (bytes)."""
+    e = workload.elem_bytes
+    d = workload.head_dim
+    bm, bn, stages = config.block_m, config.block_n, config.num_stages
+    stat = 4  # fp32 per-row statistics: LSE, D, l, m
+    if algo == "standard":
+        # The GEMMs dV = P^T dO, dQ = dS K, dK = dS^T Q pipeline a block_m x block_n
+        # tile of P or dS and a d-wide tile num_stages deep; dP = dO V^T takes its
+        # k = d in one step.
+        return max((bm + bn) * d * e, stages * (bm * bn + max(bm, bn) * d) * e)
+    if algo == "v1":
+        # K_j, V_j resident; Q_i, O_i, dO_i, the fp32 dQ_i and l_i, m_i staged
+        # each inner step (num_stages deep when the inner loop prefetches).
+        per_step = bm * d * (3 * e + 4) + 2 * bm * stat
+        return 2 * bn * d * e + stages * per_step
+    # v2: the dK/dV launch keeps K_j, V_j and pipelines Q_i, dO_i, LSE_i, D_i; the
+    # dQ launch keeps Q_i, dO_i, LSE_i, D_i and pipelines K_j, V_j.
+    dkdv = 2 * bn * d * e + stages * (2 * bm * d * e + 2 * bm * stat)
+    dq = 2 * bm * d * e + 2 * bm * stat + stages * 2 * bn * d * e
+    return max(dkdv, dq)
+
+
+def forward_smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> int:
+    """Shared memory one CTA of ``algo``'s forward needs with ``config`` (bytes)."""
     e = workload.elem_bytes
     d = workload.head_dim
     bm, bn, stages = config.block_m, config.block_n, config.num_stages
@@ -101,7 +169,8 @@ def check_fits(algo: str, workload: Workload, config: KernelConfig, gpu: GPU) ->
     need = smem_bytes(algo, workload, config)
     if need > gpu.smem_bytes_per_cta_max:
         raise TilesimError(
-            f"{algo} tiles block_m={config.block_m} block_n={config.block_n} "
+            f"{algo}{'' if workload.pass_ == 'fwd' else ' ' + workload.pass_} tiles "
+            f"block_m={config.block_m} block_n={config.block_n} "
             f"num_stages={config.num_stages} at d={workload.head_dim} need {need / 1024:.0f} KiB "
             f"of shared memory per CTA; {gpu.name} allows "
             f"{gpu.smem_bytes_per_cta_max / 1024:.0f} KiB"

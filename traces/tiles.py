@@ -133,3 +133,35 @@ def regs_estimate(fp32_per_cta: int, threads: int, overhead: int = 40) -> int:
 
 def _wrap(x: str) -> str:
     return x if x.isidentifier() or x.isdigit() else f"({x})"
+
+
+# -- backward pass (FP32 lane ops per element; an FMA counts 2) -----------------
+# Recomputing P from the stored statistics, per score: v2 P = exp2(S*scale - LSE)
+# (one FMA feeding the exp); v1 P = exp(S*scale - m) / l (FMA, then times 1/l).
+BWD_FP32_PER_SCORE_P = 2
+V1_BWD_FP32_PER_SCORE_P = 3
+V1_BWD_FP32_PER_ROW_STEP = 1  # 1/l_i, per Q row per inner step
+BWD_FP32_PER_SCORE_DS = 2  # dS = P * (dP - D): subtract, multiply
+BWD_FP32_PER_D_ELEM = 2  # D = rowsum(dO * O): one FMA per element of O
+BWD_FP32_PER_GRAD_SCALE = 1  # dQ, dK *= softmax scale, once per element
+V1_BWD_FP32_PER_DQ_STEP = 2  # dQ_i(HBM) + scale * (dS K_j): one FMA per element
+# Standard softmax backward, per score: rowsum(dP * P) (FMA, 2), dP - rowsum (1),
+# times P (1).
+STANDARD_BWD_FP32_PER_SCORE_SOFTMAX = 4
+
+
+def kept_bytes(algo: str, workload: Workload) -> int:
+    """Bytes the forward keeps in HBM for the backward, besides Q, K, V themselves.
+
+    Standard attention keeps the probabilities P (N_q x N_kv, input dtype) — its
+    backward reads them instead of recomputing; FlashAttention keeps only O and
+    per-row softmax statistics and recomputes P tile by tile: v2/v3 one fp32
+    log-sum-exp per row, v1 (Algorithm 2/4) the row max m and sum l.
+    """
+    w = workload
+    rows_total = w.batch * w.heads * w.seqlen_q
+    if algo == "standard":
+        return rows_total * w.seqlen_kv * w.elem_bytes
+    o = rows_total * w.head_dim * output_bytes(w)
+    stats = 2 if algo == "v1" else 1
+    return o + stats * rows_total * FP32_BYTES

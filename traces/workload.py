@@ -14,7 +14,7 @@ from ..errors import TilesimError
 
 ALGOS = ("standard", "v1", "v2", "v3")
 DTYPES = ("fp16", "bf16", "fp8")
-PASSES = ("fwd",)
+PASSES = ("fwd", "bwd", "fwd_bwd")  # forward, backward, or both in one trace
 # Head dims the kernels and the trace generators support.
 HEAD_DIMS = (64, 128, 256)
 
@@ -28,7 +28,7 @@ class Workload:
     head_dim: int
     causal: bool = False
     dtype: str = "fp16"  # element type of Q, K, V and O ("fp8": e4m3 inputs, fp16 output)
-    pass_: str = "fwd"  # "fwd" (backward: a later issue)
+    pass_: str = "fwd"  # "fwd", "bwd" (gradients from dO) or "fwd_bwd" (both)
 
     def __post_init__(self) -> None:
         for name in ("batch", "heads", "seqlen_q", "seqlen_kv"):
