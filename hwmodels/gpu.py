@@ -130,6 +130,23 @@ class GPU:
 
         return apply_overrides(self, mapping, sources=sources, name=name)
 
+    def at_clock(self, sm_clock_hz: float) -> GPU:
+        """This GPU running its SMs at ``sm_clock_hz`` (a boost or a power-capped clock).
+
+        Per-clock rates stay as they are; latencies keep their time in ns (DRAM and
+        the L2 do not speed up with the SM clock), so their cycle counts scale;
+        bandwidths in bytes/s and the launch overhead in seconds are unchanged.
+        """
+        ratio = sm_clock_hz / self.sm_clock_hz
+        return self.with_overrides(
+            {
+                "sm_clock_hz": sm_clock_hz,
+                "hbm_latency_cycles": self.hbm_latency_cycles * ratio,
+                "l2_hit_latency_cycles": self.l2_hit_latency_cycles * ratio,
+            },
+            name=f"{self.name}@{sm_clock_hz / 1e6:.0f}MHz",
+        )
+
     def to_dict(self) -> dict:
         """The fields as plain JSON-able values (no sources), in field order."""
         return {

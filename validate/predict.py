@@ -28,6 +28,7 @@ class Job:
     algo: str
     workload: Workload
     config: KernelConfig
+    clock_hz: float | None = None  # SM clock to predict at (the one read while it was timed)
 
 
 @functools.lru_cache(maxsize=16)
@@ -36,15 +37,23 @@ def _gpu(preset: str):
 
 
 def predict_point(
-    preset: str, algo: str, workload: Workload, config: KernelConfig, fidelity: str = "fast"
+    preset: str,
+    algo: str,
+    workload: Workload,
+    config: KernelConfig,
+    fidelity: str = "fast",
+    clock_hz: float | None = None,
 ) -> dict:
     """{"time_s", "bound", "tflops", ...} of one point, or {"error": "..."} if the model
-    cannot run it (a config that does not fit the preset, say)."""
+    cannot run it (a config that does not fit the preset, say). ``clock_hz``: predict
+    with the SMs at this clock (`GPU.at_clock`) instead of the preset's."""
     from ..simulator import simulate
     from ..traces import build
 
     try:
         gpu = _gpu(preset)
+        if clock_hz:
+            gpu = gpu.at_clock(clock_hz)
         trace = build(algo, workload, gpu, config)
         pred = simulate(trace, gpu, fidelity=fidelity)
     except TilesimError as exc:
@@ -58,7 +67,7 @@ def predict_point(
 
 
 def _run(job: Job, fidelity: str) -> dict:
-    return predict_point(job.preset, job.algo, job.workload, job.config, fidelity)
+    return predict_point(job.preset, job.algo, job.workload, job.config, fidelity, job.clock_hz)
 
 
 def predict_many(jobs: Sequence[Job], fidelity: str = "fast", workers: int = 1) -> list[dict]:

@@ -88,6 +88,7 @@ class Report:
     points: list[Point]  # tilesim's kernels
     external: list[Point] = field(default_factory=list)  # kernels others wrote
     stored: bool = False
+    measured_clock: bool = True  # predicted at the SM clock read while each point was timed
 
     def predicted(self, points: Sequence[Point] | None = None) -> list[Point]:
         return [p for p in (self.points if points is None else points) if p.predicted_s]
@@ -101,6 +102,7 @@ class Report:
             "preset": self.preset,
             "fidelity": self.fidelity,
             "recomputed": not self.stored,
+            "sm_clock": "measured" if self.measured_clock else "preset",
             "files": self.files,
             "points": len(self.points),
             "not_predicted": len(self.points) - len(pts),
@@ -245,10 +247,14 @@ def build_report(
     workers: int = 1,
     stored: bool = False,
     algos: Sequence[str] | None = None,
+    measured_clock: bool = True,
 ) -> Report:
     """Load results files and predict every measured point with ``preset``.
 
     ``algos``: only these algorithms' points (and no external kernels).
+    ``measured_clock``: predict each point with the SMs at the clock nvidia-smi read
+    while it was timed (`GPU.at_clock`), as a GPU boosts or throttles under load;
+    the preset's own clock where none was recorded.
     """
     paths = [Path(p) for p in paths] if paths else default_paths()
     if not paths:
@@ -274,10 +280,27 @@ def build_report(
         for p in own:
             _apply(p, p.stored.get(preset) or {"error": "no stored prediction"})
     else:
-        jobs = [Job(preset, p.schedule, p.workload, p.config) for p in points]
+        jobs = [
+            Job(
+                preset,
+                p.schedule,
+                p.workload,
+                p.config,
+                p.clock_MHz * 1e6 if measured_clock and p.clock_MHz else None,
+            )
+            for p in points
+        ]
         for p, pred in zip(points, predict_many(jobs, fidelity, workers), strict=True):
             _apply(p, pred)
-    return Report(preset, fidelity, [p.name for p in paths], own, ext, stored=stored)
+    return Report(
+        preset,
+        fidelity,
+        [p.name for p in paths],
+        own,
+        ext,
+        stored=stored,
+        measured_clock=measured_clock,
+    )
 
 
 def _apply(p: Point, pred: dict) -> None:
@@ -325,6 +348,14 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
                 f"{c['median']:.0f} MHz median ({c['min']:.0f}-{c['max']:.0f})",
             )
         )
+    rows.append(
+        (
+            "predicted at",
+            "the SM clock read while each point was timed"
+            if summary.get("sm_clock") == "measured"
+            else "the preset's SM clock",
+        )
+    )
     f = summary["fastest"]
     if f["shapes"]:
         rows.append(
@@ -476,6 +507,7 @@ def write_baseline(report: Report, path: Path | None = None) -> dict:
         "kind": "accuracy",
         "preset": report.preset,
         "fidelity": report.fidelity,
+        "sm_clock": "measured" if report.measured_clock else "preset",
         "files": report.files,
         "points": summary["overall"]["n"],
         "mape_pct": round(summary["overall"]["mape_pct"], 3),

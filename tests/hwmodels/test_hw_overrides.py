@@ -178,3 +178,16 @@ def test_parse_set_options_bad_syntax(item):
 def test_parse_set_options_twice_is_an_error():
     with pytest.raises(TilesimError, match="given twice"):
         parse_set_options(["sm_count=1", "sm_count=2"])
+
+
+def test_at_clock_keeps_per_clock_rates_and_latency_in_ns():
+    gpu = load_gpu("h100")
+    fast = gpu.at_clock(1.98e9)
+    assert fast.sm_clock_hz == 1.98e9
+    assert fast.name == "h100_sxm5_80gb@1980MHz"
+    assert fast.tensor_fp16_wgmma_flop_per_clk_per_sm == gpu.tensor_fp16_wgmma_flop_per_clk_per_sm
+    assert fast.hbm_bandwidth_Bps == gpu.hbm_bandwidth_Bps
+    for key in ("hbm_latency_cycles", "l2_hit_latency_cycles"):
+        ns = getattr(gpu, key) / gpu.sm_clock_hz
+        assert getattr(fast, key) / fast.sm_clock_hz == pytest.approx(ns, rel=1e-12)
+    assert fast.peak_tensor_flops() == pytest.approx(gpu.peak_tensor_flops() * 1.98 / 1.83)

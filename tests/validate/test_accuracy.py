@@ -44,7 +44,13 @@ def test_accuracy_has_not_regressed(algo):
     missing = [p.name for p in paths if not p.exists()]
     assert not missing, f"accuracy.json names files that are gone: {missing}"
 
-    result = report.build_report(paths, preset=baseline["preset"], fidelity="fast", algos=(algo,))
+    result = report.build_report(
+        paths,
+        preset=baseline["preset"],
+        fidelity="fast",
+        algos=(algo,),
+        measured_clock=baseline.get("sm_clock", "measured") == "measured",
+    )
     predicted = result.predicted()
     # a point the model can no longer predict is a regression too
     assert len(predicted) == committed["n"], (

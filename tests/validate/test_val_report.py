@@ -46,7 +46,9 @@ def files(tmp_path_factory):
     for (shape, algo), e in ERRORS.items():
         w = SHAPES[shape]
         cfg = default_config(algo, w, gpu)
-        p = predict_point("h200", algo, w, cfg)["time_s"]
+        clock_mhz = 1980.0 if algo == "v1" else 1755.0
+        # the report predicts each point at the clock read while it was timed
+        p = predict_point("h200", algo, w, cfg, clock_hz=clock_mhz * 1e6)["time_s"]
         predicted[(shape, algo)] = p
         # a stored prediction that is wrong on purpose: the report must not use it
         doc["measurements"].append(
@@ -57,7 +59,7 @@ def files(tmp_path_factory):
                 "ok",
                 time_s=p / (1 + e),
                 rel_error=1e-3,
-                clock_sm_MHz=1980.0 if algo == "v1" else 1755.0,
+                clock_sm_MHz=clock_mhz,
                 predictions={"h200": {"time_s": 123.0}},
             )
         )
@@ -303,3 +305,13 @@ def test_cli_errors_are_one_line_exit_2(files, args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_predicting_at_the_preset_clock_changes_the_prediction(files, rep):
+    at_preset = report.build_report([files["validate"], files["bench"]], measured_clock=False)
+    by_key = {(p.workload.seqlen_q, p.algo): p.predicted_s for p in at_preset.points}
+    for p in rep.points:
+        # every synthetic point was timed at 1755 or 1980 MHz, not the preset's 1830
+        assert by_key[(p.workload.seqlen_q, p.algo)] != p.predicted_s
+    assert rep.summary()["sm_clock"] == "measured"
+    assert at_preset.summary()["sm_clock"] == "preset"

@@ -52,6 +52,14 @@ def report(
             "recomputing them.",
         ),
     ] = False,
+    preset_clock: Annotated[
+        bool,
+        typer.Option(
+            "--preset-clock",
+            help="Predict at the preset's SM clock instead of the clock read while each "
+            "point was timed.",
+        ),
+    ] = False,
     update_baseline: Annotated[
         bool,
         typer.Option(
@@ -80,7 +88,9 @@ def report(
     for path in (png, markdown, baseline):
         if path is not None and not path.parent.is_dir():
             raise TilesimError(f"cannot write {path}: folder {str(path.parent)!r} does not exist")
-    result = rep.build_report(files, gpu_preset, fidelity, jobs, stored)
+    result = rep.build_report(
+        files, gpu_preset, fidelity, jobs, stored, measured_clock=not preset_clock
+    )
     summary = result.summary()
     if markdown is not None:
         from ..validate.schema import save_text
