@@ -21,6 +21,8 @@ diagonal pay the mask. K/V blocks no query sees are not loaded.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..hwmodels.gpu import GPU
 from .config import smem_bytes
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
@@ -42,30 +44,45 @@ from .tiles import (
 from .workload import KernelConfig, Workload
 
 
+class Walk(NamedTuple):
+    """Algorithm 1's loops (shared with the backward, Algorithm 4): expressions over the
+    outer K/V block j and the inner step i."""
+
+    qi: str  # Q block of inner step i
+    outer_trips: str  # K/V blocks
+    inner_trips: str  # Q blocks of K/V block j
+    mask: str  # "" or " + <FP32 ops of the causal select in this step>"
+    is_last: str  # 1 on the last K/V block Q block qi sees, else 0
+
+
+def walk(w: Workload) -> Walk:
+    if not w.causal:
+        return Walk("i", "T_c", "T_r", "", "min(1, max(0, j - (T_c - 2)))")
+    # Q block index of inner step i: start at the first block reaching column block j.
+    first_i = "block_n*j//block_m"
+    qi = f"i + {first_i}"
+    # Steps i < diag see part of block j masked: Q blocks before the first one
+    # that sees all of it, cdiv(block_n*(j+1) - 1, block_m).
+    diag = f"cdiv(block_n*(j + 1) - 1, block_m) - {first_i}"
+    in_diag = f"min(1, max(0, {diag} - i))*{rows(qi)}*{cols('j')}"
+    return Walk(
+        qi,
+        "min(T_c, cdiv(N_q, block_n))",  # K/V blocks some query sees
+        f"T_r - {first_i}",
+        f" + {times(in_diag, FP32_PER_MASKED_SCORE)}",
+        f"min(1, max(0, j - ({causal_kv_blocks(qi)} - 2)))",
+    )
+
+
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     w, c = workload, config
     p = params(w, c)
     dtype = w.dtype
     threads = c.num_warps * 32
 
-    if w.causal:
-        # Q block index of inner step i: start at the first block reaching column block j.
-        first_i = "block_n*j//block_m"
-        qi = f"i + {first_i}"
-        outer_trips = "min(T_c, cdiv(N_q, block_n))"  # K/V blocks some query sees
-        inner_trips = f"T_r - {first_i}"
-        # Steps i < diag see part of block j masked: Q blocks before the first one
-        # that sees all of it, cdiv(block_n*(j+1) - 1, block_m).
-        diag = f"cdiv(block_n*(j + 1) - 1, block_m) - {first_i}"
-        in_diag = f"min(1, max(0, {diag} - i))*{rows(qi)}*{cols('j')}"
-        mask = f" + {times(in_diag, FP32_PER_MASKED_SCORE)}"
-    else:
-        qi, outer_trips, inner_trips, mask = "i", "T_c", "T_r", ""
+    qi, outer_trips, inner_trips, mask, is_last = walk(w)
     r, n = rows(qi), cols("j")
     tile_i = ("bh", qi)
-    # 1 on the last K/V block Q block qi sees (it then also writes O), else 0
-    last_kv = causal_kv_blocks(qi) if w.causal else "T_c"
-    is_last = f"min(1, max(0, j - ({last_kv} - 2)))"
 
     inner = (
         Load("q", "Q", tile_i, f"{r}*d*e"),

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
 from .config import backward_smem_bytes
+from .flash_v1 import walk
 from .flash_v2_bwd import backward_tensors
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
 from .tiles import (
@@ -44,11 +45,9 @@ from .tiles import (
     BWD_FP32_PER_GRAD_SCALE,
     BWD_FP32_PER_SCORE_DS,
     FP32_BYTES,
-    FP32_PER_MASKED_SCORE,
     V1_BWD_FP32_PER_DQ_STEP,
     V1_BWD_FP32_PER_ROW_STEP,
     V1_BWD_FP32_PER_SCORE_P,
-    causal_kv_blocks,
     cols,
     params,
     regs_estimate,
@@ -65,21 +64,10 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     dtype = w.dtype
     threads = c.num_warps * 32
 
-    if w.causal:
-        # the same walk as the forward (traces.flash_v1)
-        first_i = "block_n*j//block_m"
-        qi = f"i + {first_i}"
-        outer_trips = "min(T_c, cdiv(N_q, block_n))"
-        inner_trips = f"T_r - {first_i}"
-        diag = f"cdiv(block_n*(j + 1) - 1, block_m) - {first_i}"
-        in_diag = f"min(1, max(0, {diag} - i))*{rows(qi)}*{cols('j')}"
-        mask = f" + {times(in_diag, FP32_PER_MASKED_SCORE)}"
-    else:
-        qi, outer_trips, inner_trips, mask = "i", "T_c", "T_r", ""
+    # the same walk as the forward (traces.flash_v1)
+    qi, outer_trips, inner_trips, mask, is_last = walk(w)
     r, n = rows(qi), cols("j")
     tile_i = ("bh", qi)
-    last_kv = causal_kv_blocks(qi) if w.causal else "T_c"
-    is_last = f"min(1, max(0, j - ({last_kv} - 2)))"
 
     inner = (
         Load("q", "Q", tile_i, f"{r}*d*e"),
