@@ -203,3 +203,29 @@ def test_predict_gantt_bad_directory_writes_nothing(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().startswith("error: --gantt: directory")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_predict_backward_pass(app):
+    def flops(pass_):
+        out = invoke(app, "predict", "--algo", "v2", "--pass", pass_, "--json", *SMALL).stdout
+        doc = json.loads(out)
+        return doc["matmul_flops"], [launch["name"] for launch in doc["launches"]]
+
+    fwd, fwd_launches = flops("fwd")
+    bwd, bwd_launches = flops("bwd")
+    both, both_launches = flops("fwd_bwd")
+    assert bwd_launches == ["bwd_preprocess", "bwd_dkdv", "bwd_dq"]
+    assert bwd == 3.5 * fwd  # 5 GEMMs of dK/dV and dQ + S and dP recomputed by the dQ pass
+    assert both_launches == fwd_launches + bwd_launches and both == fwd + bwd
+    table = invoke(app, "predict", "--algo", "v2", "--pass", "bwd", *SMALL).stdout
+    assert "bwd" in table
+
+
+def test_predict_backward_errors_are_one_line():
+    for args, text in (
+        (("--algo", "v3", "--pass", "bwd"), "v3 backward is not modelled yet"),
+        (("--pass", "sideways"), "unknown pass 'sideways'"),
+    ):
+        result = run_tilesim("predict", *args, *SMALL)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert text in result.stderr and result.stderr.count("\n") == 1

@@ -151,3 +151,19 @@ def test_end_to_end_through_python_m_tilesim(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: v3 needs Hopper") and bad.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_trace_show_backward_pass(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tilesim", "trace", "show", "--algo", "v2", "--pass", "bwd",
+         *SMALL, "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["workload"]["pass_"] == "bwd"
+    assert [launch["name"] for launch in doc["launches"]] == [
+        "bwd_preprocess",
+        "bwd_dkdv",
+        "bwd_dq",
+    ]

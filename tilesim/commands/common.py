@@ -70,6 +70,9 @@ SeqlenKvOpt = Annotated[
 HeadDimOpt = Annotated[int, typer.Option("--head-dim", "-d", help="Head dimension (64, 128, 256).")]
 CausalOpt = Annotated[bool, typer.Option("--causal", help="Causal (lower-triangular) masking.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Element type: fp16, bf16 or fp8.")]
+PassOpt = Annotated[
+    str, typer.Option("--pass", help="fwd, bwd (the backward pass) or fwd_bwd (both).")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -87,6 +90,7 @@ def workload_from_options(
     head_dim: int = DEFAULT_HEAD_DIM,
     causal: bool = False,
     dtype: str = DEFAULT_DTYPE,
+    pass_: str = "fwd",
 ) -> Workload:
     """The `Workload` of the shared workload options (``--seqlen-kv`` defaults to ``-n``)."""
     return Workload(
@@ -97,4 +101,5 @@ def workload_from_options(
         head_dim=head_dim,
         causal=causal,
         dtype=dtype.strip().lower(),
+        pass_=pass_.strip().lower(),
     )

@@ -40,6 +40,7 @@ from .common import (
     HeadDimOpt,
     HeadsOpt,
     JsonOpt,
+    PassOpt,
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
@@ -122,6 +123,7 @@ def predict_cmd(
     head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
     num_warps: WarpsOpt = None,
@@ -139,7 +141,9 @@ def predict_cmd(
 ) -> None:
     """Predict the time, traffic and bottleneck of one attention kernel."""
     hw = gpu_from_options(gpu, sets)
-    workload = workload_from_options(batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype)
+    workload = workload_from_options(
+        batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
+    )
     check_algo(algo, workload, hw)
     config = config_from_options(
         algo,
@@ -236,6 +240,7 @@ def _show(p: Prediction, hw: GPU) -> None:
             + (f"/{w.get('seqlen_kv')}" if w.get("seqlen_kv") != w.get("seqlen_q") else "")
             + f" d={w.get('head_dim')} {w.get('dtype')}"
             + (" causal" if w.get("causal") else "")
+            + (f" {w['pass_']}" if w.get("pass_", "fwd") != "fwd" else "")
         )
         if w
         else "(hand-written trace)"

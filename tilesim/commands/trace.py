@@ -37,6 +37,7 @@ from .common import (
     HeadDimOpt,
     HeadsOpt,
     JsonOpt,
+    PassOpt,
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
@@ -101,9 +102,11 @@ def config_from_options(algo: str, workload: Workload, gpu: GPU, **overrides) ->
     return config.replace(**changes) if changes else config
 
 
-def _build(gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, **cfg):
+def _build(gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_, **cfg):
     hw = gpu_from_options(gpu, sets)
-    workload = workload_from_options(batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype)
+    workload = workload_from_options(
+        batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
+    )
     config = config_from_options(algo, workload, hw, **cfg)
     return hw, build(algo, workload, hw, config)
 
@@ -120,6 +123,7 @@ def trace_show(
     head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
     num_warps: WarpsOpt = None,
@@ -134,7 +138,7 @@ def trace_show(
 ) -> None:
     """Show a trace: launches, grid, CTAs, shared memory, occupancy, the CTA program, counters."""
     hw, trace = _build(
-        gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype,
+        gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
         block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
         mma_path=mma_path, persistent=persistent, pingpong=pingpong,
         warp_specialize=warp_specialize,
@@ -183,6 +187,7 @@ def trace_export(
     head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
     num_warps: WarpsOpt = None,
@@ -194,7 +199,7 @@ def trace_export(
 ) -> None:
     """Write a trace to a .trace.json file (replay it with `tilesim trace replay`)."""
     _, trace = _build(
-        gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype,
+        gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
         block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
         mma_path=mma_path, persistent=persistent, pingpong=pingpong,
         warp_specialize=warp_specialize,
@@ -229,6 +234,7 @@ def _print_header(trace: Trace, gpu: GPU) -> None:
     shape = (
         f"B={w['batch']} H={w['heads']} N_q={w['seqlen_q']} N_kv={w['seqlen_kv']} "
         f"d={w['head_dim']} {w['dtype']} {'causal' if w['causal'] else 'non-causal'}"
+        f" {w.get('pass_', 'fwd')}"
     )
     console.print(Text(f"{trace.algo} on {gpu.display_name} ({gpu.name}): {shape}", "bold"))
     console.print(Text("config: " + " ".join(f"{k}={v}" for k, v in c.items())))
