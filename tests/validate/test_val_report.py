@@ -315,3 +315,11 @@ def test_predicting_at_the_preset_clock_changes_the_prediction(files, rep):
         assert by_key[(p.workload.seqlen_q, p.algo)] != p.predicted_s
     assert rep.summary()["sm_clock"] == "measured"
     assert at_preset.summary()["sm_clock"] == "preset"
+
+
+def test_the_accuracy_baseline_beside_the_results_is_passed_over(files, rep, tmp_path):
+    baseline = tmp_path / "accuracy.json"
+    report.write_baseline(rep, baseline)
+    again = report.build_report([files["validate"], files["bench"], baseline])
+    assert again.files == rep.files
+    assert [p.predicted_s for p in again.points] == [p.predicted_s for p in rep.points]
