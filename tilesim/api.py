@@ -34,13 +34,15 @@ def predict(
     *,
     seqlen_kv: int | None = None,
     timeline: bool = False,
+    pass_: str = "fwd",
 ) -> Prediction:
     """Predict ``algo`` on the workload on ``gpu``.
 
     ``gpu``: a preset name / alias / .toml path, or a `GPU`. ``overrides``: what-if
     changes of the GPU's fields (``{"hbm_bandwidth_Bps": "2x"}``). ``config``: a
     `KernelConfig`, or a dict of fields to change in the algorithm's default
-    (``{"block_n": 128}``). ``seqlen_kv`` defaults to ``seqlen``.
+    (``{"block_n": 128}``). ``seqlen_kv`` defaults to ``seqlen``. ``pass_``: "fwd",
+    "bwd" or "fwd_bwd" (each pass with its own default config).
     """
     hw = gpu if isinstance(gpu, GPU) else load_gpu(gpu)
     if overrides:
@@ -53,6 +55,7 @@ def predict(
         head_dim=head_dim,
         causal=causal,
         dtype=dtype,
+        pass_=pass_,
     )
     trace = build(algo, workload, hw, _config(algo, workload, hw, config))
     return simulate(trace, hw, fidelity, timeline)

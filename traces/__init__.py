@@ -8,13 +8,17 @@ and ``files.validate(trace, gpu)`` checks a trace against a GPU.
 ``workload.pass_`` picks the pass: "fwd" the forward generators, "bwd" the
 backward ones in ``BACKWARD`` (``standard_bwd``, ``flash_v1_bwd``,
 ``flash_v2_bwd``), "fwd_bwd" one trace of the forward's launches followed by the
-backward's, tensors merged by name and one config for both. (The functions
+backward's, tensors merged by name. Without a config each pass runs its own
+default (the backward's tiles are smaller); the backward's params that differ
+from the forward's (``block_m``, ``T_r``, ...) are renamed ``<name>_bwd`` in its
+launches. A config given applies to both passes. (The functions
 ``counters`` and ``expand`` are not re-exported here: they would hide the
 modules of the same name.)
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 from ..hwmodels.gpu import GPU
@@ -23,7 +27,8 @@ from .config import check_algo, check_fits, default_config, kernel_config
 from .counters import Counters
 from .expand import FlatOp
 from .files import load, save, validate
-from .ir import Trace
+from .expr import free_names
+from .ir import Launch, Trace
 from .tiles import kept_bytes
 from .workload import KernelConfig, Workload
 
@@ -35,32 +40,88 @@ BACKWARD = {"standard": standard_bwd, "v1": flash_v1_bwd, "v2": flash_v2_bwd}
 def build(algo: str, workload: Workload, gpu: GPU, config: KernelConfig | None = None) -> Trace:
     """The trace of ``algo`` on ``workload`` for ``gpu`` (``config`` None: the default)."""
     check_algo(algo, workload, gpu)
+    if workload.pass_ == "fwd_bwd":
+        fwd_w = dataclasses.replace(workload, pass_="fwd")
+        bwd_w = dataclasses.replace(workload, pass_="bwd")
+        fwd_c = config or default_config(algo, fwd_w, gpu)
+        bwd_c = config or default_config(algo, bwd_w, gpu)
+        check_fits(algo, fwd_w, fwd_c, gpu)
+        check_fits(algo, bwd_w, bwd_c, gpu)
+        fwd = ALGORITHMS[algo].build(fwd_w, fwd_c, gpu)
+        return _concat(fwd, BACKWARD[algo].build(bwd_w, bwd_c, gpu), workload)
     if config is None:
         config = default_config(algo, workload, gpu)
     check_fits(algo, workload, config, gpu)
     if workload.pass_ == "fwd":
         return ALGORITHMS[algo].build(workload, config, gpu)
-    bwd = BACKWARD[algo].build(dataclasses.replace(workload, pass_="bwd"), config, gpu)
-    if workload.pass_ == "bwd":
-        return bwd
-    fwd = ALGORITHMS[algo].build(dataclasses.replace(workload, pass_="fwd"), config, gpu)
-    return _concat(fwd, bwd, workload)
+    return BACKWARD[algo].build(workload, config, gpu)
 
 
 def _concat(fwd: Trace, bwd: Trace, workload: Workload) -> Trace:
-    """One trace running ``fwd``'s launches then ``bwd``'s; a tensor both use is one tensor."""
+    """One trace running ``fwd``'s launches then ``bwd``'s; a tensor both use is one tensor.
+
+    The backward's params that differ from the forward's (its tile sizes) are
+    renamed in its launches' expressions; ``config`` keeps the forward's fields,
+    plus ``bwd``: the backward's fields that differ.
+    """
     tensors = {t.name: t for t in fwd.tensors}
     for t in bwd.tensors:
         if tensors.setdefault(t.name, t) != t:  # the generators name tensors consistently
             raise ValueError(f"tensor {t.name} differs between the forward and the backward")
-    if fwd.params != bwd.params:
+    if set(fwd.params) != set(bwd.params):
         raise ValueError("the forward and the backward were built with different params")
+    rename = {k: f"{k}_bwd" for k in fwd.params if fwd.params[k] != bwd.params[k]}
+    params = dict(fwd.params)
+    params.update({rename[k]: bwd.params[k] for k in rename})
+    launches = tuple(_rename_launch(launch, rename) for launch in bwd.launches)
+    config = dict(fwd.config)
+    differ = {k: v for k, v in bwd.config.items() if fwd.config.get(k) != v}
+    if differ:
+        config["bwd"] = differ
     return dataclasses.replace(
         fwd,
         tensors=tuple(tensors.values()),
-        launches=fwd.launches + bwd.launches,
+        launches=fwd.launches + launches,
+        params=params,
         workload=workload.to_dict(),
+        config=config,
     )
+
+
+def _rename_expr(e, rename: dict):
+    """``e`` with the names in ``rename`` replaced (ints and other names unchanged)."""
+    if isinstance(e, int) or not rename or not (free_names(e) & rename.keys()):
+        return e
+    tree = ast.parse(e.strip(), mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in rename:
+            node.id = rename[node.id]
+    return ast.unparse(tree)
+
+
+def _rename_ops(ops: tuple, rename: dict) -> tuple:
+    out = []
+    for op in ops:
+        changes = {}
+        for f in dataclasses.fields(op):
+            value = getattr(op, f.name)
+            if f.name == "body":
+                changes["body"] = _rename_ops(value, rename)
+            elif f.name == "tile":
+                changes["tile"] = tuple(_rename_expr(x, rename) for x in value)
+            elif f.name in ("nbytes", "m", "n", "k", "exp", "fp32", "trips"):
+                changes[f.name] = _rename_expr(value, rename)
+        out.append(dataclasses.replace(op, **changes) if changes else op)
+    return tuple(out)
+
+
+def _rename_launch(launch: Launch, rename: dict) -> Launch:
+    if not rename:
+        return launch
+    roles = tuple(
+        dataclasses.replace(r, ops=_rename_ops(r.ops, rename)) for r in launch.program.roles
+    )
+    return dataclasses.replace(launch, program=dataclasses.replace(launch.program, roles=roles))
 
 
 __all__ = [

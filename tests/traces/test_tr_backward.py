@@ -242,7 +242,7 @@ def test_kept_bytes_are_what_the_forward_writes_and_the_backward_reads(algo, cau
 def test_fwd_bwd_is_the_forward_then_the_backward(algo, h100):
     w = bwd((1, 2, 1000, 1000, 128), causal=True, pass_="fwd_bwd")
     cfg = default_config(algo, w, h100)
-    both = build(algo, w, h100)
+    both = build(algo, w, h100, cfg)  # a config given drives both passes
     fwd = build(algo, fwd_of(w), h100, cfg)
     back = build(algo, dataclasses.replace(w, pass_="bwd"), h100, cfg)
     assert both.launches == fwd.launches + back.launches
@@ -266,7 +266,8 @@ def test_backward_defaults_fit_every_gpu(gpus):
                 for pass_ in ("bwd", "fwd_bwd"):
                     w = bwd((1, 1, 512, 512, d), pass_=pass_)
                     cfg = default_config(algo, w, gpu)
-                    trace = build(algo, w, gpu)
+                    trace = build(algo, w, gpu, cfg)
+                    build(algo, w, gpu)  # each pass with its own default fits too
                     need = smem_bytes(algo, w, cfg)
                     assert need <= gpu.smem_bytes_per_cta_max
                     assert max(launch.smem_bytes for launch in trace.launches) <= need

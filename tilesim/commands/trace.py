@@ -95,10 +95,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(trace_app, name="trace")
 
 
-def config_from_options(algo: str, workload: Workload, gpu: GPU, **overrides) -> KernelConfig:
-    """The default config of ``algo`` with the options the user gave (None: keep)."""
+def config_from_options(
+    algo: str, workload: Workload, gpu: GPU, **overrides
+) -> KernelConfig | None:
+    """The default config of ``algo`` with the options the user gave (None: keep).
+
+    fwd_bwd without options: None, so that `build` runs each pass with its own default.
+    """
     config = default_config(algo, workload, gpu)
     changes = {k: v for k, v in overrides.items() if v is not None}
+    if not changes and workload.pass_ == "fwd_bwd":
+        return None
     return config.replace(**changes) if changes else config
 
 
