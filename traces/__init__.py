@@ -26,8 +26,8 @@ from . import flash_v1, flash_v1_bwd, flash_v2, flash_v2_bwd, flash_v3, standard
 from .config import check_algo, check_fits, default_config, kernel_config
 from .counters import Counters
 from .expand import FlatOp
-from .files import load, save, validate
 from .expr import free_names
+from .files import load, save, validate
 from .ir import Launch, Trace
 from .tiles import kept_bytes
 from .workload import KernelConfig, Workload
