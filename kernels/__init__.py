@@ -9,6 +9,10 @@ Public API::
     out, runs = launches(q, k, v, algo="standard")              # time each kernel:
     for name, run in runs: run()                                # qk, softmax, pv
 
+    (dq, dk, dv), runs = backward_launches(q, k, v, do, algo="v2")  # forward runs here
+    for name, run in runs: run()                                # preprocess, dkdv, dq
+    attention(q.requires_grad_(), k, v).backward(do)            # or through autograd
+
 This package is the only part of tilesim that needs torch and triton
 (``pip install 'tilesim[kernels]'``). Importing it works without them; calling
 anything then raises a one-line :class:`~tilesim.errors.TilesimError`.
@@ -21,12 +25,22 @@ import importlib.util
 from ..errors import TilesimError
 from ..traces.workload import ALGOS
 
-__all__ = ["ALGOS", "attention", "launches", "quantize_fp8", "reference", "rel_error"]
+__all__ = [
+    "ALGOS",
+    "attention",
+    "backward_launches",
+    "launches",
+    "quantize_fp8",
+    "reference",
+    "reference_grads",
+    "rel_error",
+]
 
 _MISSING = [name for name in ("torch", "triton") if importlib.util.find_spec(name) is None]
 
 if not _MISSING:
-    from .api import attention, launches, quantize_fp8
+    from .api import attention, backward_launches, launches, quantize_fp8
+    from .autograd import reference_grads
     from .reference import reference, rel_error
 else:
 
@@ -36,3 +50,4 @@ else:
         )
 
     attention = launches = quantize_fp8 = reference = rel_error = _missing
+    backward_launches = reference_grads = _missing

@@ -117,11 +117,14 @@ def device_gpu(device: torch.device):
 
 
 def resolve_config(
-    algo: str, q: torch.Tensor, k: torch.Tensor, causal: bool, dtype: str, config
+    algo: str, q: torch.Tensor, k: torch.Tensor, causal: bool, dtype: str, config, pass_="fwd"
 ) -> KernelConfig:
-    """``config`` or the shared default for this workload and device, checked to fit."""
+    """``config`` or the shared default for this workload and device, checked to fit.
+
+    ``pass_``: "fwd", or "bwd" for the backward kernels' tiles (traces.config).
+    """
     batch, heads, n_q, d = q.shape
-    workload = Workload(batch, heads, n_q, k.shape[2], d, causal=causal, dtype=dtype)
+    workload = Workload(batch, heads, n_q, k.shape[2], d, causal=causal, dtype=dtype, pass_=pass_)
     gpu = device_gpu(q.device)
     if config is None:
         config = kernel_config(algo, workload, gpu)

@@ -3,6 +3,11 @@
 ``attention`` runs an algorithm end to end. ``launches`` returns the same work
 as named launches (standard attention has three kernels; v3 with fp8 has a V
 transpose before its kernel) so a benchmark can time each one.
+
+Backward (standard, v1, v2): ``attention`` is differentiable when q, k or v
+requires grad (:mod:`tilesim.kernels.autograd`); ``backward_launches`` runs the
+forward once and returns the gradients with the named backward launches that
+fill them, so a benchmark can time the backward alone.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from ..errors import TilesimError
 from ..traces.workload import ALGOS
 from . import flash_v1, flash_v2, flash_v3, standard
 from ._common import check_inputs, check_out, is_hopper, launch_errors, resolve_config
+from .autograd import AttentionFunction, backward_runs, empty_grads, forward_saving
 from .reference import default_scale
 
 ALGORITHMS = {"standard": standard, "v1": flash_v1, "v2": flash_v2, "v3": flash_v3}
@@ -99,6 +105,7 @@ def attention(
     q_scale: float | None = None,
     k_scale: float | None = None,
     v_scale: float | None = None,
+    bwd_config=None,
 ) -> torch.Tensor:
     """softmax(Q Kᵀ · sm_scale) V with one of tilesim's Triton kernels.
 
@@ -113,7 +120,27 @@ def attention(
     fp8 (v3 only): q, k, v are ``torch.float8_e4m3fn`` with per-tensor descale
     factors ``q_scale``, ``k_scale``, ``v_scale`` (real value = stored x scale,
     default 1.0); the output is fp16. Returns ``out``.
+
+    Gradients: when grad mode is on and q, k or v requires grad, the result is
+    differentiable (standard, v1, v2): ``attention(q, k, v).backward(g)`` runs the
+    same algorithm's backward kernels, with ``bwd_config`` (default: the backward
+    tiles of ``traces.config.kernel_config`` with ``pass_="bwd"``). v3, fp8 and an
+    ``out`` buffer are refused then, at forward time. Inputs that need no grad take
+    the forward-only path, unchanged.
     """
+    if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
+        if out is not None:
+            raise TilesimError("out= cannot be used when q, k or v requires grad")
+        if any(s is not None for s in (q_scale, k_scale, v_scale)):
+            raise TilesimError("q_scale, k_scale and v_scale apply to fp8 inputs only")
+        _check_backward_algo(algo, q)
+        dtype = check_inputs(q, k, v, algo)
+        causal, sm_scale = _check_causal_scale(causal, sm_scale, q.shape[-1])
+        fwd_config = resolve_config(algo, q, k, causal, dtype, config)
+        bwd_config = resolve_config(algo, q, k, causal, dtype, bwd_config, pass_="bwd")
+        return AttentionFunction.apply(q, k, v, causal, sm_scale, algo, fwd_config, bwd_config)
+    if bwd_config is not None:
+        raise TilesimError("bwd_config applies only when q, k or v requires grad")
     out, runs = launches(
         q,
         k,
@@ -137,3 +164,63 @@ def quantize_fp8(x: torch.Tensor) -> tuple[torch.Tensor, float]:
     amax = float(x.abs().max().float())
     scale = amax / 448.0 if amax > 0 else 1.0
     return (x.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def _check_backward_algo(algo, q) -> None:
+    """One-line errors for what has no backward kernel: v3, fp8, unknown names."""
+    if algo not in ALGORITHMS:
+        raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
+    if algo == "v3":
+        raise TilesimError("v3 has no backward kernel; use v2 for gradients")
+    if getattr(q, "dtype", None) == torch.float8_e4m3fn:
+        raise TilesimError("the backward kernels take fp16 or bf16, not fp8")
+
+
+def _check_causal_scale(causal, sm_scale, d: int) -> tuple[bool, float]:
+    if not isinstance(causal, bool):
+        raise TilesimError(f"causal must be True or False, got {causal!r}")
+    return causal, default_scale(d) if sm_scale is None else _check_scalar("sm_scale", sm_scale)
+
+
+def backward_launches(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    do: torch.Tensor,
+    *,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    algo: str = "v2",
+    config=None,
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], list[tuple[str, Callable[[], None]]]]:
+    """Check everything, run the forward once, allocate dq, dk, dv; return them and
+    the backward launches [(name, run)] that fill them.
+
+    ``do`` is dL/dO, shaped and typed as q. The forward (``algo``'s default
+    forward tiles) runs here, before this returns, and keeps what the backward
+    reads (P, ℓ and m, or the LSE: :mod:`tilesim.kernels.autograd`); it is not
+    one of the returned launches. Running every ``run()`` in order computes
+    dq, dk, dv; each run may be repeated (a benchmark times them). ``config``:
+    the backward's KernelConfig, default ``traces.config.kernel_config`` for the
+    workload with ``pass_="bwd"`` (predict with the same config to compare).
+    Launch names: standard_bwd_{dv,dp,softmax,dq,dk}, v1_bwd,
+    v2_bwd_{preprocess,dkdv,dq}. Algorithms: standard, v1, v2 (v3 and fp8: error).
+    """
+    _check_backward_algo(algo, q)
+    dtype = check_inputs(q, k, v, algo)
+    if not isinstance(do, torch.Tensor):
+        raise TilesimError(f"do must be a torch.Tensor, got {type(do).__name__}")
+    if tuple(do.shape) != tuple(q.shape) or do.dtype != q.dtype or do.device != q.device:
+        raise TilesimError(
+            f"do must be {q.dtype} {tuple(q.shape)} on {q.device} like q, got {do.dtype} "
+            f"{tuple(do.shape)} on {do.device}"
+        )
+    causal, sm_scale = _check_causal_scale(causal, sm_scale, q.shape[-1])
+    config = resolve_config(algo, q, k, causal, dtype, config, pass_="bwd")
+    fwd_config = resolve_config(algo, q, k, causal, dtype, None)
+    # the backward kernels of v2 index contiguous [B, H, N, d]; copy once, here
+    q, k, v, do = (t.detach().contiguous() for t in (q, k, v, do))
+    out, state = forward_saving(q, k, v, causal, sm_scale, algo, fwd_config)
+    grads = empty_grads(q, k)
+    runs = backward_runs(q, k, v, do, out, state, causal, sm_scale, algo, config, *grads)
+    return grads, runs

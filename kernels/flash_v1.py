@@ -159,12 +159,17 @@ def _v1_fwd(
         tl.debug_barrier()
 
 
-def launches(q, k, v, causal, sm_scale, config, out):
-    """The one launch of v1 [(name, run)] (inputs already checked)."""
+def launches(q, k, v, causal, sm_scale, config, out, *, lm=None):
+    """The one launch of v1 [(name, run)] (inputs already checked).
+
+    ``lm``: an optional float32 [2, B·H, Nq] buffer that keeps the final row
+    statistics ℓ (``lm[0]``) and m (``lm[1]``) for the backward; by default a temporary.
+    """
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     acc = torch.empty((batch * heads, n_q, d), dtype=torch.float32, device=q.device)
-    lm = torch.empty((2, batch * heads, n_q), dtype=torch.float32, device=q.device)
+    if lm is None:
+        lm = torch.empty((2, batch * heads, n_q), dtype=torch.float32, device=q.device)
 
     def run():
         _v1_fwd[(batch * heads,)](

@@ -185,14 +185,25 @@ def softmax_launch(n_kv: int) -> tuple[int, bool, int]:
     return block, passes == 1, num_warps
 
 
-def launches(q, k, v, causal, sm_scale, config, out):
-    """The three launches [(name, run)]: qk, softmax, pv (inputs already checked)."""
+def probs_buffer(q: torch.Tensor, n_kv: int) -> torch.Tensor:
+    """An empty [B·H, Nq, Nk_pad] buffer for S, P (or the backward's dP, dS)."""
+    batch, heads, n_q, _ = q.shape
+    n_pad = triton.cdiv(n_kv, 8) * 8
+    return torch.empty((batch * heads, n_q, n_pad), dtype=q.dtype, device=q.device)
+
+
+def launches(q, k, v, causal, sm_scale, config, out, *, p=None):
+    """The three launches [(name, run)]: qk, softmax, pv (inputs already checked).
+
+    ``p``: an optional :func:`probs_buffer` that keeps P after the run (the
+    backward reads it); by default P is a temporary.
+    """
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     bm, bn = config.block_m, config.block_n
     n_pad = triton.cdiv(n_kv, 8) * 8
-    s = torch.empty((batch * heads, n_q, n_pad), dtype=q.dtype, device=q.device)
-    p = torch.empty_like(s)
+    s = probs_buffer(q, n_kv)
+    p = torch.empty_like(s) if p is None else p
     block, one_pass, sm_warps = softmax_launch(n_kv)
 
     def run_qk():
