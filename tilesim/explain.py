@@ -156,9 +156,12 @@ def main_workload(
     causal: bool,
     dtype: str,
     seqlen_kv: int | None = None,
+    pass_: str = "fwd",
 ) -> Workload:
     b, h = default_batch_heads(seqlen, head_dim)
-    return Workload(batch or b, heads or h, seqlen, seqlen_kv or seqlen, head_dim, causal, dtype)
+    return Workload(
+        batch or b, heads or h, seqlen, seqlen_kv or seqlen, head_dim, causal, dtype, pass_
+    )
 
 
 def _plan(gpu: GPU, w: Workload) -> dict[str, tuple[str, Workload, object]]:
@@ -303,10 +306,14 @@ def _extra_tensors(trace: Trace) -> dict[str, int]:
     return {k: v for k, v in tensor_bytes(trace).items() if k not in OWN_TENSORS}
 
 
+NXN_TENSORS = ("S", "P", "dP", "dS")  # the N x N matrices: forward's and backward's
+
+
 def score_traffic(c: Counters) -> int:
-    """Bytes of the N x N matrices (S, P) through HBM, as the trace moves them."""
+    """Bytes of the N x N matrices (S, P; dP, dS in a backward) through HBM, as the trace
+    moves them."""
     return sum(
-        c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0) for t in ("S", "P")
+        c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0) for t in NXN_TENSORS
     )
 
 

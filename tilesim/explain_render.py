@@ -28,6 +28,17 @@ TABLE_COLUMNS = (
 )
 
 
+# The backward's table: the N x N traffic is P, dP and dS; the memory is what the
+# forward kept for it (explain_backward).
+BACKWARD_HEADERS = {"score_hbm_bytes": "N×N through HBM", "extra_bytes": "kept from forward"}
+
+
+def columns(expl: Explanation) -> list[str]:
+    """The table's headers (the backward's name two columns differently)."""
+    backward = expl.workload.get("pass_", "fwd") != "fwd"
+    return [BACKWARD_HEADERS.get(key, h) if backward else h for h, key in TABLE_COLUMNS]
+
+
 def table_cells(row: dict) -> list[str]:
     """The table row as text, in TABLE_COLUMNS order."""
     if row.get("time_s") is None:
@@ -68,9 +79,11 @@ PRECISION_NOTE = "softmax statistics and accumulators are fp32 in every algorith
 def _title(expl: Explanation) -> str:
     w = expl.workload
     mask = ", causal" if w["causal"] else ""
+    pass_ = w.get("pass_", "fwd")
+    what = {"bwd": "Attention's backward", "fwd_bwd": "Attention forward + backward"}
     return (
-        f"Attention on the {expl.gpu_display}: B={w['batch']} H={w['heads']} "
-        f"N={w['seqlen_q']} d={w['head_dim']} {w['dtype']}{mask}"
+        f"{what.get(pass_, 'Attention')} on the {expl.gpu_display}: B={w['batch']} "
+        f"H={w['heads']} N={w['seqlen_q']} d={w['head_dim']} {w['dtype']}{mask}"
     )
 
 
@@ -84,7 +97,7 @@ def render_rich(expl: Explanation, console: Console) -> None:
             )
         )
     table = Table(title="Side by side", caption=PRECISION_NOTE, box=box.SIMPLE_HEAVY)
-    for header, _ in TABLE_COLUMNS:
+    for header in columns(expl):
         table.add_column(header, overflow="fold")
     for row in expl.table:
         table.add_row(*table_cells(row))
@@ -105,7 +118,7 @@ def render_markdown(expl: Explanation) -> str:
         for p in s.paragraphs:
             lines += [_md_escape(p), ""]
     lines += ["## Side by side", ""]
-    lines.append("| " + " | ".join(h for h, _ in TABLE_COLUMNS) + " |")
+    lines.append("| " + " | ".join(columns(expl)) + " |")
     lines.append("|" + "---|" * len(TABLE_COLUMNS))
     for row in expl.table:
         lines.append("| " + " | ".join(_md_escape(c) for c in table_cells(row)) + " |")

@@ -7,6 +7,7 @@ batch and H·d = 2048 (so ``-n 4096 -d 128`` is batch 4 x 16 heads); ``-b`` and
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 from pathlib import Path
 from typing import Annotated
@@ -31,6 +32,7 @@ from .common import (
     DtypeOpt,
     GpuOpt,
     JsonOpt,
+    PassOpt,
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
@@ -91,11 +93,20 @@ def _workload(
     heads: int | None,
     causal: bool,
     dtype: str,
+    pass_: str = "fwd",
 ) -> Workload:
     from ..explain import main_workload
 
     return main_workload(
-        gpu, seqlen, head_dim, batch, heads, causal, dtype.strip().lower(), seqlen_kv
+        gpu,
+        seqlen,
+        head_dim,
+        batch,
+        heads,
+        causal,
+        dtype.strip().lower(),
+        seqlen_kv,
+        pass_.strip().lower(),
     )
 
 
@@ -161,6 +172,7 @@ def explain(
     head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     as_json: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
     jobs: JobsOpt = None,
@@ -172,16 +184,19 @@ def explain(
 ) -> None:
     """Why attention is bandwidth-bound and what FlashAttention v1, v2, v3 change.
 
-    Every claim carries this GPU's and this shape's simulated numbers.
+    Every claim carries this GPU's and this shape's simulated numbers. With --pass
+    bwd or fwd_bwd: the backward's trade of recomputed FLOPs for HBM bytes and memory.
     """
     from ..explain import build_explanation
+    from ..explain_backward import build_backward_explanation
     from ..explain_render import render_markdown, render_rich
 
     if as_json and markdown:
         raise TilesimError("choose one of --json and --markdown")
     hw = gpu_from_options(gpu, sets)
-    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
-    expl = build_explanation(
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
+    story = build_explanation if w.pass_ == "fwd" else build_backward_explanation
+    expl = story(
         hw,
         w,
         workers=_workers(jobs),
@@ -211,6 +226,7 @@ def roofline(
     head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     algos: AlgosOpt = None,
     results: Annotated[
         list[Path] | None,
@@ -233,7 +249,7 @@ def roofline(
     from ..plots import roofline as draw
 
     hw = gpu_from_options(gpu, sets)
-    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
     names = _algos(algos, hw, w)
     for a in names:
         check_algo(a, w, hw)  # asked for by name: say why it cannot run
@@ -271,7 +287,8 @@ def roofline(
         points,
         out,
         title=f"{hw.display_name}: B={w.batch} H={w.heads} N={w.seqlen_q} "
-        f"d={w.head_dim} {w.dtype}{' causal' if w.causal else ''}",
+        f"d={w.head_dim} {w.dtype}{' causal' if w.causal else ''}"
+        + ("" if w.pass_ == "fwd" else f" {w.pass_}"),
     )
     if as_json:
         print_json({"gpu": hw.name, "workload": w.to_dict(), "points": rows, "out": str(out)})
@@ -364,6 +381,7 @@ def gantt(
     head_dim: HeadDimOpt = DEFAULT_HEAD_DIM,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     sms: Annotated[int, typer.Option("--sms", help="SMs to draw.")] = 4,
     window: Annotated[
         str | None,
@@ -383,7 +401,7 @@ def gantt(
     from ..plots import parse_window
 
     hw = gpu_from_options(gpu, sets)
-    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
     names = [a.strip() for item in (algo or []) for a in item.split(",") if a.strip()]
     if not names:
         names = ["v2", "v3"] if hw.has_tma and hw.has_wgmma else ["v2"]
@@ -427,6 +445,7 @@ def whatif(
     heads: HeadsOpt = None,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     as_json: JsonOpt = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a speed-up plot (PNG).", **_NO_DEFAULT)
@@ -463,6 +482,8 @@ def whatif(
         causal=causal,
         dtype=dtype.strip().lower(),
     )
+    # every shape at the pass asked for (Workload checks the name)
+    workloads = [dataclasses.replace(w, pass_=pass_.strip().lower()) for w in workloads]
     if plot is not None:
         _out_path(plot)
     if no_cache and cache_dir is not None:

@@ -330,6 +330,7 @@ def compare_cmd(
     ] = DEFAULT_HIDDEN,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
+    pass_: PassOpt = "fwd",
     fidelity: FidelityOpt = "fast",
     jobs: Annotated[
         int,
@@ -355,7 +356,9 @@ def compare_cmd(
     names = [a.strip().lower() for a in algos.split(",") if a.strip()] if explicit else list(ALGOS)
     if not names:
         raise TilesimError("--algos: no algorithm given")
-    grid, notes = compare_grid(hw, ns, ds, names, tokens, hidden, causal, dtype, explicit)
+    grid, notes = compare_grid(
+        hw, ns, ds, names, tokens, hidden, causal, dtype, explicit, pass_.strip().lower()
+    )
     if jobs < 0:
         raise TilesimError(f"--jobs must be >= 0, got {jobs}")
     workers = jobs or min(default_workers(), len(grid))
@@ -374,19 +377,29 @@ def compare_cmd(
                 "hidden": hidden,
                 "causal": causal,
                 "dtype": dtype,
+                "pass": pass_,
                 "fidelity": fidelity,
                 "notes": notes,
                 "rows": rows,
             }
         )
         return
-    _show_compare(hw, rows, tokens, hidden, causal, dtype)
+    _show_compare(hw, rows, tokens, hidden, causal, dtype, pass_)
     for note in notes:
         err_console.print(f"note: {note}")
 
 
 def compare_grid(
-    hw: GPU, ns, ds, algos, tokens: int, hidden: int, causal: bool, dtype: str, explicit: bool
+    hw: GPU,
+    ns,
+    ds,
+    algos,
+    tokens: int,
+    hidden: int,
+    causal: bool,
+    dtype: str,
+    explicit: bool,
+    pass_: str = "fwd",
 ) -> tuple[list, list]:
     """(algo, Workload) points of the compare grid, and notes on what was skipped."""
     for a in algos:
@@ -399,7 +412,7 @@ def compare_grid(
         for n in ns:
             if tokens % n or tokens < n:
                 raise TilesimError(f"--tokens {tokens} is not a multiple of seqlen {n}")
-            w = Workload(tokens // n, hidden // d, n, n, d, causal=causal, dtype=dtype)
+            w = Workload(tokens // n, hidden // d, n, n, d, causal=causal, dtype=dtype, pass_=pass_)
             for a in algos:
                 try:
                     check_algo(a, w, hw)
@@ -444,10 +457,12 @@ def compare_rows(grid, preds) -> list[dict]:
     return rows
 
 
-def _show_compare(hw: GPU, rows, tokens, hidden, causal, dtype) -> None:
+def _show_compare(hw: GPU, rows, tokens, hidden, causal, dtype, pass_="fwd") -> None:
     console.print(
         f"[bold]{hw.display_name}[/bold] ({hw.name}): {tokens} tokens per batch, "
-        f"H*d = {hidden}, {dtype}" + (", causal" if causal else "")
+        f"H*d = {hidden}, {dtype}"
+        + (", causal" if causal else "")
+        + ("" if pass_ == "fwd" else f", {pass_}")
     )
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
     for col in ("N", "d", "B×H", "algo", "time", "TFLOPS", "HBM", "vs std", "bound"):
