@@ -23,9 +23,10 @@ import triton
 import triton.language as tl
 
 from ..traces.standard import softmax_plan
-from ._common import strides
+from ._common import LOG2E, strides
 
 NEG_INF = tl.constexpr(float("-inf"))
+_LOG2E = tl.constexpr(LOG2E)
 
 
 @triton.jit
@@ -99,30 +100,34 @@ def _softmax_kernel(
     cols = tl.arange(0, BLOCK)
     # columns this row may see: j < Nk, and j <= i when causal
     n_valid = tl.minimum(n_kv, i + 1) if CAUSAL else n_kv
+    # exp(x - m) as exp2((x - m) * log2 e): one MUFU op per score and pass; the row
+    # is normalised by one reciprocal and a multiply per score (a division per
+    # score costs a dozen instructions: it made the kernel instruction-bound)
     if ONE_PASS:
         s = tl.load(S + cols, mask=cols < n_valid, other=NEG_INF).to(tl.float32)
         m = tl.max(s, 0)
-        e = tl.exp(s - m)
-        p = e / tl.sum(e, 0)
+        e = tl.math.exp2((s - m) * _LOG2E)
+        p = e * (1.0 / tl.sum(e, 0))
         tl.store(P + cols, p.to(P.dtype.element_ty), mask=cols < n_kv)
     else:
-        # -- pass 1: running max and rescaled sum over the row --
-        m = tl.full([BLOCK], NEG_INF, tl.float32)
-        l_run = tl.zeros([BLOCK], tl.float32)
-        for start in range(0, n_valid, BLOCK):
+        # -- pass 1: running row max and rescaled row sum, a chunk at a time --
+        # (the first chunk always holds column 0, so the max is finite from the start)
+        x = tl.load(S + cols, mask=cols < n_valid, other=NEG_INF).to(tl.float32)
+        m_row = tl.max(x, 0)
+        l_row = tl.sum(tl.math.exp2((x - m_row) * _LOG2E), 0)
+        for start in range(BLOCK, n_valid, BLOCK):
             x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
             x = x.to(tl.float32)
-            m_new = tl.maximum(m, x)
-            # a lane still at -inf subtracts 0 instead (-inf - -inf would be NaN): exp -> 0
-            m_sub = tl.where(m_new == NEG_INF, 0.0, m_new)
-            l_run = l_run * tl.exp(m - m_sub) + tl.exp(x - m_sub)
-            m = m_new
-        m_row = tl.max(m, 0)  # finite: every row sees column 0
-        l_row = tl.sum(l_run * tl.exp(m - m_row), 0)
+            m_new = tl.maximum(m_row, tl.max(x, 0))
+            l_row = l_row * tl.math.exp2((m_row - m_new) * _LOG2E) + tl.sum(
+                tl.math.exp2((x - m_new) * _LOG2E), 0
+            )
+            m_row = m_new
         # -- pass 2: normalise and write P (masked columns get 0) --
+        inv_l = 1.0 / l_row
         for start in range(0, n_kv, BLOCK):
             x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
-            p = tl.exp(x.to(tl.float32) - m_row) / l_row
+            p = tl.math.exp2((x.to(tl.float32) - m_row) * _LOG2E) * inv_l
             tl.store(P + start + cols, p.to(P.dtype.element_ty), mask=start + cols < n_kv)
 
 

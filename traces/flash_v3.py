@@ -27,8 +27,11 @@ asynchronously around it. ``persistent`` launches SMs x CTAs-per-SM CTAs that
 loop over the (m, bh) work items.
 
 FP8 (e4m3 Q, K, V): both GEMMs run in fp8 (P is quantised to fp8 too), every
-input byte count halves, O is written in fp16. The in-kernel transpose of V
-that Hopper's fp8 wgmma needs is not modelled.
+input byte count halves, O is written in fp16. Hopper's fp8 wgmma wants V
+K-major (transposed): FlashAttention-3 transposes it in the kernel, which is not
+modelled; without ``warp_specialize`` (tilesim's Triton kernel) a
+``transpose_v`` launch first writes Vᵀ [B, H, d, N_kv padded to 16] to HBM,
+grid (cdiv(N_kv16, 64), B·H), 64 rows of V per CTA.
 
 Causal: one loop over the K/V blocks the Q block sees (the diagonal blocks
 pay the mask); blocks fully above the diagonal are never visited.
@@ -41,7 +44,21 @@ import dataclasses
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from .config import smem_bytes
-from .ir import Arrive, CtaProgram, Launch, Load, Loop, Mma, Op, Role, Store, Trace, Vector, Wait
+from .ir import (
+    Arrive,
+    CtaProgram,
+    Launch,
+    Load,
+    Loop,
+    Mma,
+    Op,
+    Role,
+    Store,
+    TensorSpec,
+    Trace,
+    Vector,
+    Wait,
+)
 from .occupancy import occupancy
 from .tiles import (
     FLASH_FP32_PER_O_FINAL,
@@ -124,13 +141,53 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     if c.persistent:
         per_sm = occupancy(launch, gpu).ctas_per_sm
         launch = dataclasses.replace(launch, persistent_ctas=gpu.sm_count * max(per_sm, 1))
+    tensors = qkvo_tensors(w) + [row_stat("LSE", w)]
+    launches = (launch,)
+    if w.dtype == "fp8" and not c.warp_specialize:
+        vt = TensorSpec("VT", (w.batch, w.heads, w.head_dim, -(-w.seqlen_kv // 16) * 16), "fp8")
+        tensors.append(vt)
+        launches = (_transpose_v(w), launch)
     return Trace(
         algo="v3",
-        tensors=tuple(qkvo_tensors(w) + [row_stat("LSE", w)]),
-        launches=(launch,),
+        tensors=tuple(tensors),
+        launches=launches,
         params=p,
         workload=w.to_dict(),
         config=c.to_dict(),
+    )
+
+
+TRANSPOSE_ROWS = 64  # rows of V per CTA of the fp8 V transpose (kernels/flash_v3.py)
+
+
+def _transpose_v(w: Workload) -> Launch:
+    """fp8 Vᵀ for the kernel's P V: a 64 x d tile of V in, the same bytes transposed out."""
+    n_pad = -(-w.seqlen_kv // 16) * 16
+    rows_in = f"min({TRANSPOSE_ROWS}, N_kv - {TRANSPOSE_ROWS}*t)"
+    program = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Load("v", "V", ("bh", "t"), f"max(0, {rows_in})*d*e"),
+                    Store(
+                        "VT",
+                        ("bh", "t"),
+                        f"min({TRANSPOSE_ROWS}, {n_pad} - {TRANSPOSE_ROWS}*t)*d*e",
+                        deps=("v",),
+                    ),
+                ),
+                4,
+            ),
+        )
+    )
+    return Launch(
+        name="transpose_v",
+        grid=(("t", -(-n_pad // TRANSPOSE_ROWS)), ("bh", w.batch * w.heads)),
+        program=program,
+        smem_bytes=TRANSPOSE_ROWS * w.head_dim * w.elem_bytes,  # the transpose goes through smem
+        threads=128,
+        regs_per_thread=32,
     )
 
 

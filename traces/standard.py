@@ -6,11 +6,12 @@
    block_n tile of S in the input dtype.
 2. ``softmax``: one CTA per row of S (grid (r, bh)). It reads the row, applies
    the causal mask (S and P stay full N_q x N_kv: the math path masks, it does
-   not skip), takes max, exp, sum, normalises and writes the row of P. As
+   not skip; but the kernel's masked loads read only the r + 1 scores a causal
+   row sees), takes max, exp2, sum, multiplies by 1/sum and writes the row of P. As
    tilesim's Triton kernel does (`softmax_plan`), a row of up to
    ``SOFTMAX_MAX_BLOCK`` scores is held in registers and read once; a longer
    row is read twice (an online max/sum pass, then the normalise-and-write
-   pass).
+   pass: each pass exponentiates every score it reads).
 3. ``pv``: O = P V, tiles of block_m x d with a k-loop over N_kv in steps of
    block_n; the P and V tile loads are pipelined ``num_stages - 1`` ahead.
 
@@ -25,6 +26,7 @@ from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Tr
 from .tiles import (
     FP32_PER_MASKED_SCORE,
     STANDARD_FP32_PER_SCORE_SCALE,
+    STANDARD_FP32_PER_SCORE_SECOND_PASS,
     STANDARD_FP32_PER_SCORE_SOFTMAX,
     cols,
     params,
@@ -84,9 +86,17 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     _, passes, sm_warps = softmax_plan(w.seqlen_kv)
     per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + (FP32_PER_MASKED_SCORE if w.causal else 0)
     sm_threads = sm_warps * 32
+    # The kernel loads only the columns the row sees (masked loads): a causal row r
+    # reads r + 1 scores, each pass; it writes the whole row of P.
+    seen = "min(N_kv, r + 1)" if w.causal else "N_kv"
     softmax_ops = [
-        Load(f"s{i}" if passes > 1 else "s", "S", ("bh", "r"), "N_kv*e") for i in range(passes)
+        Load(f"s{i}" if passes > 1 else "s", "S", ("bh", "r"), f"{seen}*e") for i in range(passes)
     ]
+    if passes == 1:
+        exp, fp32 = "N_kv", f"N_kv*{per_score}"
+    else:  # pass 1 exponentiates the scores the row sees, pass 2 the whole row again
+        exp = f"{seen} + N_kv"
+        fp32 = f"N_kv*{per_score + STANDARD_FP32_PER_SCORE_SECOND_PASS}"
     softmax = Launch(
         name="softmax",
         grid=(("r", w.seqlen_q), ("bh", bh)),
@@ -97,8 +107,8 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                     (
                         *softmax_ops,
                         Vector(
-                            exp="N_kv",
-                            fp32=f"N_kv*{per_score}",
+                            exp=exp,
+                            fp32=fp32,
                             deps=tuple(op.id for op in softmax_ops),
                         ),
                         Store("P", ("bh", "r"), "N_kv*e"),

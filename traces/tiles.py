@@ -31,6 +31,7 @@ from .workload import KernelConfig, Workload
 # Standard attention (PyTorch's math path).
 STANDARD_FP32_PER_SCORE_SCALE = 1  # S = Q K^T * scale, in the first GEMM's epilogue
 STANDARD_FP32_PER_SCORE_SOFTMAX = 4  # row max, subtract max, row sum, multiply by 1/sum
+STANDARD_FP32_PER_SCORE_SECOND_PASS = 1  # two-pass rows: pass 1 max, FMA, sum; pass 2 FMA, multiply
 FP32_PER_MASKED_SCORE = 1  # the causal select (standard: every score; flash: diagonal blocks)
 
 # Online softmax of the FlashAttention kernels, per score of an S tile.

@@ -121,7 +121,19 @@ def test_standard_causal_is_full_work(h100):
     assert c.exp_count == 2 * 1024 * 1024
     nc = counters(build("standard", Workload(1, 2, 1024, 1024, 64), h100))
     assert c.fp32_ops == nc.fp32_ops + 2 * 1024 * 1024  # the mask: one select per score
-    assert c.no_reuse_hbm_bytes == nc.no_reuse_hbm_bytes
+    # ... but the softmax kernel's masked loads read only the r + 1 scores row r sees
+    unread = 2 * (1024 * 1024 - 1024 * 1025 // 2) * w.elem_bytes
+    assert c.no_reuse_read_bytes == nc.no_reuse_read_bytes - unread
+    assert c.no_reuse_write_bytes == nc.no_reuse_write_bytes
+
+
+def test_standard_two_pass_rows_exponentiate_twice(h100):
+    # pass 1 exponentiates the scores a row sees (for the running sum), pass 2 the row
+    n = SOFTMAX_MAX_BLOCK + 1
+    full = counters(build("standard", Workload(1, 1, 16, n, 64), h100))
+    assert full.exp_count == 16 * 2 * n
+    causal = counters(build("standard", Workload(1, 1, 16, n, 64, causal=True), h100))
+    assert causal.exp_count == sum(min(n, r + 1) + n for r in range(16))
 
 
 # -- HBM bytes -------------------------------------------------------------------------
