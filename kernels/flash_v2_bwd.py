@@ -206,23 +206,23 @@ def _dq_loop(
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n0
-        # -- load K_jᵀ, V_jᵀ --
-        t_offs = cols[None, :] * HEAD_DIM + offs_d[:, None]
+        # -- load K_j, V_j --
+        kv_offs = cols[:, None] * HEAD_DIM + offs_d[None, :]
         if EVEN_N:
-            kt = tl.load(K + t_offs)
-            vt = tl.load(V + t_offs)
+            k = tl.load(K + kv_offs)
+            v = tl.load(V + kv_offs)
         else:
-            kt = tl.load(K + t_offs, mask=cols[None, :] < n_kv, other=0.0)
-            vt = tl.load(V + t_offs, mask=cols[None, :] < n_kv, other=0.0)
+            k = tl.load(K + kv_offs, mask=cols[:, None] < n_kv, other=0.0)
+            v = tl.load(V + kv_offs, mask=cols[:, None] < n_kv, other=0.0)
         # -- recompute S = Q K_jᵀ, P = exp2(S·scale − LSE) --
-        s = tl.dot(q, kt)
+        s = tl.dot(q, tl.trans(k))
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if MASK:
             p = tl.where(cols[None, :] <= rows[:, None], p, 0.0)
         # -- recompute dP = dO V_jᵀ; dS = P ∘ (dP − D); dQ += dS K_j --
-        dp = tl.dot(do, vt)
+        dp = tl.dot(do, tl.trans(v))
         ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(kt.dtype), tl.trans(kt), dq)
+        dq = tl.dot(ds.to(k.dtype), k, dq)
     return dq
 
 
