@@ -5,7 +5,14 @@ reference first (a wrong or failing one is recorded and skipped), then timed by
 ``do_bench`` (median, L2 flushed). Standard attention's three kernels are also
 timed one by one (``parts``), through the kernels' own launch list.
 
-TFLOPS use the shared convention: 4·B·H·N²·d, half for causal.
+TFLOPS use the shared convention: 4·B·H·N²·d, half for causal, 2.5x that for
+the backward.
+
+Backward shapes (``pass_="bwd"``) time only the backward: tilesim's kernels
+through ``backward_launches`` (the forward runs once, untimed; each launch is
+also timed alone as ``parts``), SDPA's backends as ``torch.autograd.grad`` of
+one forward's output with the graph retained, so every call is the backend's
+backward kernels alone. Gradients are checked against float32 autograd first.
 """
 
 from __future__ import annotations
@@ -24,15 +31,25 @@ RUN_LIMIT_S = 45.0  # one implementation on one shape not done by then: taken fo
 IMPLS = tuple(f"tilesim-{a}" for a in ALGOS) + tuple(f"sdpa-{b}" for b in SDPA_BACKENDS)
 
 
-def parse_impls(text: str | None) -> tuple[str, ...]:
-    """``"v2,sdpa-flash"`` -> ("tilesim-v2", "sdpa-flash"); None -> every implementation."""
+# The backward's implementations: tilesim's kernels with a backward, and SDPA's
+# backends (math's backward keeps several n x n float32 matrices: left out by default).
+BACKWARD_IMPLS = ("tilesim-standard", "tilesim-v1", "tilesim-v2") + tuple(
+    f"sdpa-{b}" for b in SDPA_BACKENDS if b != "math"
+)
+
+
+def parse_impls(text: str | None, pass_: str = "fwd") -> tuple[str, ...]:
+    """``"v2,sdpa-flash"`` -> ("tilesim-v2", "sdpa-flash"); None -> every implementation
+    (of the backward, for ``pass_`` "bwd")."""
     if not text:
-        return IMPLS
+        return IMPLS if pass_ == "fwd" else BACKWARD_IMPLS
     out = []
     for item in (s.strip() for s in text.split(",")):
         name = f"tilesim-{item}" if item in ALGOS else item
         if name not in IMPLS:
             raise TilesimError(f"unknown implementation {item!r} (choose from {', '.join(IMPLS)})")
+        if pass_ == "bwd" and name == "tilesim-v3":
+            raise TilesimError("tilesim-v3 has no backward kernel (choose standard, v1 or v2)")
         out.append(name)
     return tuple(dict.fromkeys(out))
 
@@ -97,17 +114,23 @@ def run_bench(
             w = shape.workload
             over = time_budget_s is not None and time.perf_counter() - t_start > time_budget_s
             q, k, v, scales = timing.make_inputs(w, seed=1000 + i)
+            do = timing.make_grad_output(w, seed=1000 + i) if w.pass_ == "bwd" else None
             for impl in impls:
                 if over:
                     rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
                     continue
                 watchdog.arm((w, impl))
-                row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler)
+                if do is not None:
+                    row = _one_backward(
+                        impl, w, q, k, v, do, preset, warmup_ms, rep_ms, torch, sampler
+                    )
+                else:
+                    row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler)
                 timing.release()
                 watchdog.disarm()
                 rows.append(row)
                 log(f"[{i + 1}/{len(shapes)}] {shape.label} {impl}: {_describe(row)}")
-            q = k = v = None
+            q = k = v = do = None
             timing.release()
             schema.save_results(doc, out_path)
     metadata.finish(meta)
@@ -156,6 +179,65 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
         return _row(
             impl, w, config, "error", note=f"{type(exc).__name__}: {timing.first_line(exc)}"
         )
+
+
+def _one_backward(impl, w, q, k, v, do, preset, warmup_ms, rep_ms, torch, sampler) -> dict:
+    config = None
+    try:
+        extra = {}
+        if impl.startswith("tilesim-"):
+            algo = impl.removeprefix("tilesim-")
+            config = kernel_config(algo, w, preset)  # w.pass_ == "bwd": the backward's
+            if algo == "standard":
+                need = timing.standard_backward_scratch_bytes(w) * 1.25
+                if need > timing.free_bytes():
+                    return _row(impl, w, config, "skipped", note="S, P, dP, dS do not fit")
+            grads, run, runs = timing.backward_run(algo, q, k, v, do, w.causal, config)
+            ctx = _nullcontext()
+        else:
+            backend = impl.removeprefix("sdpa-")
+            if backend == "math" and 2 * timing.math_scratch_bytes(w) * 1.25 > timing.free_bytes():
+                return _row(impl, w, None, "skipped", note="the math backend's n x n does not fit")
+            grads, runs = None, None
+            run, ctx = _sdpa_backward_run(backend, q, k, v, do, w.causal, torch)
+        with ctx:
+            err = timing.check_grads(run, q, k, v, do, w.causal, grads)
+            tol = timing.GRAD_TOLERANCE[w.dtype]
+            if not err <= tol:
+                return _row(
+                    impl, w, config, "wrong", rel_error=err, note=f"grad rel. error {err:.3g}"
+                )
+            t0 = time.perf_counter()
+            t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
+        extra = {"time_medians_s": medians, "clock_sm_MHz": timing.clock_during(sampler, t0)}
+        if runs is not None:
+            extra["parts"] = timing.bench_parts(runs, warmup_ms, rep_ms)
+        return _row(impl, w, config, "ok", time_s=t, rel_error=err, **extra)
+    except TilesimError as exc:
+        return _row(impl, w, config, "skipped", note=timing.first_line(exc))
+    except torch.cuda.OutOfMemoryError as exc:
+        return _row(impl, w, config, "skipped", note="out of GPU memory: " + timing.first_line(exc))
+    except Exception as exc:  # an SDPA backend that refuses a shape, a compile failure
+        return _row(
+            impl, w, config, "error", note=f"{type(exc).__name__}: {timing.first_line(exc)}"
+        )
+
+
+def _sdpa_backward_run(backend: str, q, k, v, do, causal: bool, torch):
+    """(run, ctx): ``run()`` is SDPA's backward of one forward (graph retained), returning
+    (dq, dk, dv). The forward runs here, once, under the backend, which picks the
+    backward kernels its autograd node runs."""
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    _, ctx = _sdpa_run(backend, q, k, v, causal, torch)
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    with ctx:
+        out = sdpa(qg, kg, vg, is_causal=causal)
+
+    def run():
+        return torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True)
+
+    return run, _nullcontext()
 
 
 def _tilesim_run(algo, q, k, v, causal, config, scales, out):
@@ -211,12 +293,14 @@ def tflops_table(doc: dict) -> tuple[list[str], list[list[str]]]:
     shapes: dict = {}
     for r in doc["measurements"]:
         w = r["workload"]
-        key = (w["head_dim"], w["causal"], w["seqlen_q"], w["dtype"])
+        key = (w.get("pass_", "fwd"), w["head_dim"], w["causal"], w["seqlen_q"], w["dtype"])
         shapes.setdefault(key, {})[r["impl"]] = r
-    header = ["d", "mask", "N", *impls]
+    # a pass column only where the file holds more than the forward
+    passes = len({key[0] for key in shapes}) > 1 or any(key[0] != "fwd" for key in shapes)
+    header = (["pass"] if passes else []) + ["d", "mask", "N", *impls]
     body = []
-    for (d, causal, n, _dtype), by_impl in shapes.items():
-        cells = [str(d), "causal" if causal else "full", str(n)]
+    for (pass_, d, causal, n, _dtype), by_impl in shapes.items():
+        cells = ([pass_] if passes else []) + [str(d), "causal" if causal else "full", str(n)]
         for impl in impls:
             r = by_impl.get(impl)
             if r is None:

@@ -7,17 +7,21 @@
 # Writes under $OUT (./out when unset), 6 files, 2 folders deep at most:
 #     results/<date>-<gpu>-calibrate.json   raw micro-benchmark figures
 #     presets/<base>.calibrated.toml        the calibrated preset (overlay on the datasheet one)
-#     results/<date>-<gpu>.json             the validation grid, measured and predicted
-#     results/<date>-<gpu>-bench.json       tilesim kernels vs PyTorch SDPA backends
+#     results/<date>-<gpu>.json             the validation grid (forward, then backward), measured
+#                                           and predicted
+#     results/<date>-<gpu>-bench.json       tilesim kernels vs PyTorch SDPA backends (forward and
+#                                           backward)
 #     report.md                             accuracy from the predictions stored on the day
 #     gpu_run.log                           everything printed
 # Then, on the CPU: copy results/* to validate/results/ and presets/* to hwmodels/presets/,
 # and run `tilesim report --update-baseline` to record the accuracy figure.
 #
-# Time: about 5 minutes, at most ~9.5 (every step has a soft budget, after which it
-# records the rest as skipped, and a hard limit, after which it is killed; its file
-# keeps every point finished). v3 runs in processes of its own: a hang in the
-# newest kernel costs only its own points. GPU_RUN_QUICK=1: a ~1.5-minute smoke run.
+# Time: about 6-7 minutes; the soft budgets add up to ~9 (every step has a soft budget,
+# after which it records the rest as skipped, and a hard limit, after which it is
+# killed; its file keeps every point finished). v3 runs in processes of its own: a
+# hang in the newest kernel costs only its own points; so does the backward (issue 7:
+# standard, v1, v2; only the backward launches timed; v1's points stop at N=4096).
+# GPU_RUN_QUICK=1: a ~2-minute smoke run.
 # Only reads the GPU's settings (nvidia-smi queries); never changes them.
 set -uo pipefail
 OUT=${OUT:-out}
@@ -42,14 +46,15 @@ smi() {
 
 NOT_V3="standard,v1,v2"
 SDPA="sdpa-math,sdpa-flash,sdpa-efficient,sdpa-cudnn"
+SDPA_BWD="sdpa-flash,sdpa-efficient,sdpa-cudnn"
 if [ "${GPU_RUN_QUICK:-0}" = 1 ]; then
     CAL="--quick"; CAL_T=60
-    VAL="--quick --seqlens 4096"; VAL_A="30 60"; VAL_B="20 40"
-    BENCH="--seqlens 4096 --head-dims 128"; BENCH_A="30 60"; BENCH_B="20 40"
+    VAL="--quick --seqlens 4096"; VAL_A="30 60"; VAL_B="20 40"; VAL_C="30 60"
+    BENCH="--seqlens 4096 --head-dims 128"; BENCH_A="30 60"; BENCH_B="20 40"; BENCH_C="20 40"
 else
     CAL=""; CAL_T=100
-    VAL=""; VAL_A="120 150"; VAL_B="70 95"
-    BENCH=""; BENCH_A="90 120"; BENCH_B="25 45"
+    VAL=""; VAL_A="120 150"; VAL_B="70 95"; VAL_C="90 120"
+    BENCH=""; BENCH_A="90 120"; BENCH_B="25 45"; BENCH_C="50 75"
 fi
 
 read -r DATE SLUG BASE < <(python3 - <<'PY'
@@ -74,16 +79,20 @@ run $CAL_T python3 -m tilesim calibrate $CAL --out "$RES-calibrate.json" --prese
 [ -f "$CAL_PRESET" ] && cp "$CAL_PRESET" hwmodels/presets/
 
 read -r soft hard <<<"$VAL_A"
-run $hard python3 -m tilesim validate $VAL --algos $NOT_V3 --time-budget-s $soft --out "$RES.a.json"
+run $hard python3 -m tilesim validate $VAL --pass fwd --algos $NOT_V3 --time-budget-s $soft --out "$RES.a.json"
 read -r soft hard <<<"$VAL_B"
-run $hard python3 -m tilesim validate $VAL --algos v3 --time-budget-s $soft --out "$RES.b.json"
-python3 -m tilesim.validate.merge "$RES.json" "$RES.a.json" "$RES.b.json" 2>&1 | tee -a "$LOG"
+run $hard python3 -m tilesim validate $VAL --pass fwd --algos v3 --time-budget-s $soft --out "$RES.b.json"
+read -r soft hard <<<"$VAL_C"
+run $hard python3 -m tilesim validate $VAL --pass bwd --algos $NOT_V3 --time-budget-s $soft --out "$RES.c.json"
+python3 -m tilesim.validate.merge "$RES.json" "$RES.a.json" "$RES.b.json" "$RES.c.json" 2>&1 | tee -a "$LOG"
 
 read -r soft hard <<<"$BENCH_A"
 run $hard python3 -m tilesim bench $BENCH --impls $NOT_V3,$SDPA --time-budget-s $soft --out "$RES-bench.a.json"
 read -r soft hard <<<"$BENCH_B"
 run $hard python3 -m tilesim bench $BENCH --impls v3 --time-budget-s $soft --out "$RES-bench.b.json"
-python3 -m tilesim.validate.merge "$RES-bench.json" "$RES-bench.a.json" "$RES-bench.b.json" 2>&1 | tee -a "$LOG"
+read -r soft hard <<<"$BENCH_C"
+run $hard python3 -m tilesim bench $BENCH --pass bwd --impls $NOT_V3,$SDPA_BWD --time-budget-s $soft --out "$RES-bench.c.json"
+python3 -m tilesim.validate.merge "$RES-bench.json" "$RES-bench.a.json" "$RES-bench.b.json" "$RES-bench.c.json" 2>&1 | tee -a "$LOG"
 
 if [ -f "$RES.json" ]; then
     python3 -m tilesim report "$RES.json" --stored --gpu-preset "$BASE" \

@@ -26,6 +26,13 @@ SDPA_BACKENDS = ("math", "flash", "efficient", "cudnn")
 # Spot checks beside the fp16 grid (few points: they cost GPU time, not insight).
 BF16_SEQLENS = (1024, 8192)
 FP8_SEQLENS = (1024, 4096, 16384)
+# The backward grid (issue 7): the algorithms with backward kernels, fp16. v1's
+# backward is one CTA per (batch, head) walking all N²/(block_m·block_n) tile
+# pairs with an fp32 dQ round trip each: at 8k and 16k a point takes seconds (and
+# 32-64 CTAs leave most SMs idle), so its points stop at 4k.
+BACKWARD_ALGOS = ("v2", "standard", "v1")  # run order: v2 (the issue's target) first
+BACKWARD_SEQLENS = {"v1": (512, 1024, 2048, 4096)}
+PASSES = ("fwd", "bwd")  # what `tilesim validate` times by default
 
 
 def batch_heads(seqlen: int, head_dim: int, tokens: int = TOKENS, hidden: int = HIDDEN):
@@ -48,9 +55,10 @@ def workload(
     dtype: str = "fp16",
     tokens: int = TOKENS,
     hidden: int = HIDDEN,
+    pass_: str = "fwd",
 ) -> Workload:
     batch, heads = batch_heads(seqlen, head_dim, tokens, hidden)
-    return Workload(batch, heads, seqlen, seqlen, head_dim, causal=causal, dtype=dtype)
+    return Workload(batch, heads, seqlen, seqlen, head_dim, causal=causal, dtype=dtype, pass_=pass_)
 
 
 @dataclass(frozen=True)
@@ -58,15 +66,14 @@ class GridPoint:
     algo: str
     workload: Workload
     config: KernelConfig
-    group: str  # "fp16" (the main grid), "bf16" or "fp8" (spot checks)
+    group: str  # "fp16" (the main grid), "bf16" or "fp8" (spot checks), "bwd" (backward)
 
     @property
     def label(self) -> str:
         w = self.workload
         mask = "causal" if w.causal else "full"
-        return (
-            f"{self.algo} {w.dtype} d={w.head_dim} N={w.seqlen_q} {mask} (B={w.batch} H={w.heads})"
-        )
+        algo = self.algo if w.pass_ == "fwd" else f"{self.algo} {w.pass_}"
+        return f"{algo} {w.dtype} d={w.head_dim} N={w.seqlen_q} {mask} (B={w.batch} H={w.heads})"
 
 
 def _runnable(algo: str, w: Workload, gpu: GPU) -> bool:
@@ -86,6 +93,7 @@ def validate_grid(
     spot_checks: bool = True,
     tokens: int = TOKENS,
     hidden: int = HIDDEN,
+    passes: tuple[str, ...] = ("fwd",),
 ) -> list[GridPoint]:
     """The points of `tilesim validate`, in run order.
 
@@ -95,10 +103,36 @@ def validate_grid(
     are left out. Points are grouped by (algo, dtype, d, mask), seqlen innermost,
     so each kernel variant compiles once and then runs all its sizes; v3's
     points come last.
+
+    ``passes`` with "bwd": the backward grid after the forward's, fp16 only,
+    the algorithms of ``BACKWARD_ALGOS`` that are in ``algos`` (v2 first), v1's
+    seqlens capped by ``BACKWARD_SEQLENS``; the spot checks stay forward-only.
     """
     for algo in algos:
         if algo not in ALGOS:
             raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
+    for pass_ in passes:
+        if pass_ not in PASSES:
+            raise TilesimError(f"unknown pass {pass_!r} for validation (choose fwd or bwd)")
+    points = []
+    if "fwd" in passes:
+        points += _forward_points(
+            gpu, algos, seqlens, head_dims, causal, spot_checks, tokens, hidden
+        )
+    if "bwd" in passes:
+        for algo in (a for a in BACKWARD_ALGOS if a in algos):
+            cap = BACKWARD_SEQLENS.get(algo)
+            ns = tuple(n for n in seqlens if cap is None or n <= max(cap))
+            for d in head_dims:
+                for c in causal:
+                    for n in ns:
+                        w = workload(n, d, c, "fp16", tokens, hidden, "bwd")
+                        if _runnable(algo, w, gpu):
+                            points.append(GridPoint(algo, w, kernel_config(algo, w, gpu), "bwd"))
+    return points
+
+
+def _forward_points(gpu, algos, seqlens, head_dims, causal, spot_checks, tokens, hidden):
     specs: list[tuple[str, str, int, bool, tuple[int, ...]]] = []
     for algo in algos:
         for d in head_dims:
@@ -132,7 +166,8 @@ class BenchShape:
     def label(self) -> str:
         w = self.workload
         mask = "causal" if w.causal else "full"
-        return f"{w.dtype} d={w.head_dim} N={w.seqlen_q} {mask} (B={w.batch} H={w.heads})"
+        what = "" if w.pass_ == "fwd" else f"{w.pass_} "
+        return f"{what}{w.dtype} d={w.head_dim} N={w.seqlen_q} {mask} (B={w.batch} H={w.heads})"
 
 
 def bench_shapes(
@@ -142,9 +177,11 @@ def bench_shapes(
     dtype: str = "fp16",
     tokens: int = TOKENS,
     hidden: int = HIDDEN,
+    pass_: str = "fwd",
 ) -> list[BenchShape]:
+    """The bench's shapes; ``pass_`` "bwd": time the backward of each."""
     return [
-        BenchShape(workload(n, d, c, dtype, tokens, hidden))
+        BenchShape(workload(n, d, c, dtype, tokens, hidden, pass_))
         for d in head_dims
         for c in causal
         for n in seqlens

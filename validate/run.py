@@ -1,7 +1,9 @@
 """`tilesim validate`: time tilesim's kernels over the grid and predict every point.
 
 For each point of :func:`tilesim.validate.grid.validate_grid`: fresh inputs,
-the output checked against the float32 reference, a ``do_bench`` median, then
+the output checked against the float32 reference, a ``do_bench`` median (a
+backward point: the backward's launches only, its gradients checked against
+float32 autograd, and each launch timed alone as ``parts``), then
 predictions with each preset (the datasheet ``h200`` and, if present, the
 calibrated ``h200-cal``) from the *same* KernelConfig the kernel ran with. The
 predictions run in spawned worker processes while the GPU times the next
@@ -56,7 +58,11 @@ def run_validate(
                 "l2_flushed": True,
             },
             "tolerance": timing.TOLERANCE,
-            "check": "rel. L2 error vs float32 reference on the first and last (batch, head)",
+            "grad_tolerance": timing.GRAD_TOLERANCE,
+            "check": "rel. L2 error vs float32 reference on the first and last (batch, head); "
+            "backward points: the worst of dq, dk, dv vs float32 autograd",
+            "backward": "backward points time only the backward launches "
+            "(backward_launches; the forward runs once, untimed); parts: each launch alone",
             **(meta_extra or {}),
         }
     )
@@ -136,6 +142,8 @@ def _record(p: GridPoint, status: str, **kw) -> dict:
 
 def _measure(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict:
     w = p.workload
+    if w.pass_ == "bwd":
+        return _measure_backward(p, seed, warmup_ms, rep_ms, torch, sampler)
     if p.algo == "standard":
         need = timing.standard_scratch_bytes(w) * MEMORY_MARGIN
         if need > timing.free_bytes():
@@ -160,6 +168,47 @@ def _measure(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict
         clock = timing.clock_during(sampler, t0)
         return _record(p, "ok", time_s=t, rel_error=err, time_medians_s=medians, clock_sm_MHz=clock)
     except TilesimError as exc:  # the kernel refuses this point (e.g. an unsupported dtype)
+        return _record(p, "skipped", note=timing.first_line(exc))
+    except torch.cuda.OutOfMemoryError as exc:
+        return _record(p, "skipped", note="out of GPU memory: " + timing.first_line(exc, 120))
+    except Exception as exc:  # compile or launch failure: recorded, the grid goes on
+        return _record(p, "error", note=f"{type(exc).__name__}: {timing.first_line(exc)}")
+
+
+def _measure_backward(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict:
+    """Time the backward's launches only: the forward runs once, untimed, inside
+    ``backward_launches``; dq, dk, dv are checked against float32 autograd first."""
+    w = p.workload
+    if p.algo == "standard":
+        need = timing.standard_backward_scratch_bytes(w) * MEMORY_MARGIN
+        if need > timing.free_bytes():
+            return _record(
+                p, "skipped", note=f"S, P, dP, dS need {need / 2**30:.1f} GiB, more than is free"
+            )
+    try:
+        q, k, v, _ = timing.make_inputs(w, seed)
+        do = timing.make_grad_output(w, seed)
+        grads, run, runs = timing.backward_run(p.algo, q, k, v, do, w.causal, p.config)
+        err = timing.check_grads(run, q, k, v, do, w.causal, grads)
+        tol = timing.GRAD_TOLERANCE[w.dtype]
+        if not err <= tol:
+            return _record(
+                p, "wrong", rel_error=err, note=f"grad rel. error {err:.3g} over {tol:g}"
+            )
+        t0 = time.perf_counter()
+        t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
+        clock = timing.clock_during(sampler, t0)
+        parts = timing.bench_parts(runs, warmup_ms, rep_ms)
+        return _record(
+            p,
+            "ok",
+            time_s=t,
+            rel_error=err,
+            time_medians_s=medians,
+            clock_sm_MHz=clock,
+            parts=parts,
+        )
+    except TilesimError as exc:
         return _record(p, "skipped", note=timing.first_line(exc))
     except torch.cuda.OutOfMemoryError as exc:
         return _record(p, "skipped", note="out of GPU memory: " + timing.first_line(exc, 120))

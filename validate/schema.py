@@ -17,8 +17,13 @@ It stores everything a later CPU run needs to predict the point again with the
 current model (``workload`` + ``config``); the stored ``predictions`` are a
 record of what the model said on the day, never used for the accuracy figures.
 
+The pass is the workload's ``pass_``: "fwd" (the forward alone) or "bwd" (the
+backward's launches alone, timed after an untimed forward; ``rel_error`` is then
+the worst of dq, dk, dv). A backward measurement also has ``parts``: each
+launch's own time, by launch name.
+
 A ``bench`` measurement adds ``impl`` ("tilesim-v2", "sdpa-flash", ...) and, for
-standard attention, ``parts`` (the three kernels' times). A ``calibrate``
+standard attention and every backward, ``parts`` (each launch's time). A ``calibrate``
 measurement is one micro-benchmark figure: ``name``, ``value``, ``unit``,
 ``method`` and its raw ``samples``.
 
@@ -229,9 +234,17 @@ def kernel_record(
     return row
 
 
+# Matmul FLOPs of a pass by the shared convention, in forwards: the backward is
+# 2.5x the forward (the five products S, dV, dP, dQ, dK), whatever a kernel
+# recomputes, so TFLOPS compare implementations of the same work.
+PASS_FLOPS = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
+
+
 def attention_flops(w: Workload) -> float:
-    """Forward matmul FLOPs by the shared convention: 4·B·H·N_q·N_kv·d, half if causal."""
+    """Matmul FLOPs by the shared convention: 4·B·H·N_q·N_kv·d forward, half if causal,
+    times 2.5 for the backward (3.5 for forward + backward)."""
     flops = 4.0 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
+    flops *= PASS_FLOPS[w.pass_]
     return flops / 2 if w.causal else flops
 
 

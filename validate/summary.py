@@ -29,24 +29,28 @@ def summarize_bench(doc: dict, seqlens=(8192, 16384)) -> list[str]:
     rows = doc["measurements"]
     counts = _counts(rows)
     lines = [f"bench: {len(rows)} runs ({counts})"]
-    for n in seqlens:
-        for causal in (False, True):
-            sel = [
-                r
-                for r in rows
-                if r["workload"]["seqlen_q"] == n
-                and r["workload"]["head_dim"] == 128
-                and r["workload"]["causal"] == causal
-            ]
-            if not sel:
-                continue
-            cells = [
-                f"{r['impl'].removeprefix('tilesim-')} "
-                + (f"{r['tflops']:.0f}" if r["status"] == "ok" else r["status"])
-                for r in sel
-            ]
-            mask = "causal" if causal else "full"
-            lines.append(f"  d=128 N={n} {mask} TFLOPS: " + ", ".join(cells))
+    passes = list(dict.fromkeys(r["workload"].get("pass_", "fwd") for r in rows))
+    for pass_ in passes:
+        for n in seqlens:
+            for causal in (False, True):
+                sel = [
+                    r
+                    for r in rows
+                    if r["workload"]["seqlen_q"] == n
+                    and r["workload"]["head_dim"] == 128
+                    and r["workload"]["causal"] == causal
+                    and r["workload"].get("pass_", "fwd") == pass_
+                ]
+                if not sel:
+                    continue
+                cells = [
+                    f"{r['impl'].removeprefix('tilesim-')} "
+                    + (f"{r['tflops']:.0f}" if r["status"] == "ok" else r["status"])
+                    for r in sel
+                ]
+                mask = "causal" if causal else "full"
+                what = "" if pass_ == "fwd" else f"{pass_} "
+                lines.append(f"  {what}d=128 N={n} {mask} TFLOPS: " + ", ".join(cells))
     return lines
 
 
@@ -70,6 +74,16 @@ def summarize_validate(doc: dict) -> list[str]:
             f"signed {s.signed_mean_pct:+.1f}%, max {s.max_abs_pct:+.1f}%, "
             f"Spearman {s.spearman:.3f}"
         )
+        by_pass: dict[str, list] = {}
+        for r in schema.ok_rows(doc):
+            if "time_s" in (r.get("predictions") or {}).get(preset, {}):
+                by_pass.setdefault(r["workload"].get("pass_", "fwd"), []).append(
+                    (r["predictions"][preset]["time_s"], r["time_s"])
+                )
+        if len(by_pass) > 1:
+            for pass_, pp in by_pass.items():
+                s = stats.summarize(*zip(*pp, strict=True))
+                lines.append(f"    {pass_}: n={s.n}, MAPE {s.mape_pct:.1f}%")
     clocks = sorted(r["clock_sm_MHz"] for r in rows if r.get("clock_sm_MHz"))
     if clocks:
         lines.append(
@@ -80,7 +94,9 @@ def summarize_validate(doc: dict) -> list[str]:
     for r in bad[:6]:
         w = r["workload"]
         lines.append(
-            f"  {r['status']}: {r['algo']} {w['dtype']} d={w['head_dim']} N={w['seqlen_q']} "
+            f"  {r['status']}: {r['algo']}"
+            + ("" if w.get("pass_", "fwd") == "fwd" else f" {w['pass_']}")
+            + f" {w['dtype']} d={w['head_dim']} N={w['seqlen_q']} "
             f"causal={w['causal']}: {r['note'][:90]}"
         )
     return lines

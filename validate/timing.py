@@ -2,7 +2,8 @@
 
 Every kernel's output is checked against the float32 reference *before* it is
 timed (a fast wrong kernel is worth nothing), on fresh random inputs, with the
-output memory poisoned first so an unwritten element shows up as NaN. Times are
+output memory poisoned first so an unwritten element shows up as NaN (a
+backward's dq, dk, dv against float32 autograd, `check_grads`). Times are
 ``triton.testing.do_bench`` medians: it flushes L2 before every call (the model
 starts each kernel with a cold L2 too) and times each call with CUDA events.
 
@@ -144,6 +145,75 @@ def kernel_run(algo: str, q, k, v, causal: bool, config, scales: dict, out=None)
     return out, run
 
 
+# ‖grad − ref‖/‖ref‖ a backward's dq, dk, dv may have. Looser than the forward's:
+# dS sums N terms per element of dQ and dK, so the error grows with N (the kernel
+# tests see 3e-4 to 6e-4 at N <= 1k in fp16; 16k rows accumulate more rounding).
+GRAD_TOLERANCE = {"fp16": 1e-2, "bf16": 5e-2}
+
+
+def make_grad_output(w: Workload, seed: int):
+    """dO, the incoming gradient: standard-normal, shaped and typed as q, on the GPU."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed + 7919)
+    shape = (w.batch, w.heads, w.seqlen_q, w.head_dim)
+    return torch.randn(shape, device="cuda", generator=gen).to(torch_dtype(w.dtype))
+
+
+def backward_run(algo: str, q, k, v, do, causal: bool, config):
+    """(grads, run, launches): ``run()`` runs tilesim's backward launches into grads.
+
+    ``backward_launches`` checks the inputs and runs the forward once (untimed);
+    ``run`` is only the backward's launches, in order; ``launches`` names them
+    for timing each on its own.
+    """
+    from ..kernels import backward_launches
+
+    grads, runs = backward_launches(q, k, v, do, causal=causal, algo=algo, config=config)
+    calls = tuple(call for _, call in runs)
+
+    def run():
+        for call in calls:
+            call()
+        return grads
+
+    return grads, run, runs
+
+
+def check_grads(run: Callable[[], object], q, k, v, do, causal: bool, grads=None) -> float:
+    """Run once; the worst relative error of dq, dk, dv on the first and last (batch, head).
+
+    ``grads``: the buffers ``run`` writes (filled with NaN first, so an element the
+    launches leave unwritten shows up); else ``run()`` returns the three gradients.
+    """
+    from ..kernels import reference_grads
+
+    if grads is not None:
+        for g in grads:
+            g.fill_(float("nan"))
+    result = run()
+    if grads is None:
+        grads = result
+    b_last, h_last = q.shape[0] - 1, q.shape[1] - 1
+    worst = 0.0
+    for b, h in dict.fromkeys([(0, 0), (b_last, h_last)]):
+        sl = (slice(b, b + 1), slice(h, h + 1))
+        ref = reference_grads(q[sl], k[sl], v[sl], do[sl], causal)
+        for g, r in zip(grads, ref, strict=True):
+            worst = max(worst, rel_error(g[sl].float(), r))
+    return worst
+
+
+def bench_parts(runs, warmup_ms: float, rep_ms: float) -> dict[str, float]:
+    """Median seconds of each named launch, each by do_bench on its own (run in order
+    once first, so that each launch reads what the ones before it wrote)."""
+    parts = {}
+    for name, run in runs:
+        run()
+        parts[name] = bench_s(run, warmup_ms, rep_ms)
+    return parts
+
+
 def output_buffer(w: Workload):
     """The output tensor of a tilesim kernel for ``w`` (fp16 for fp8 inputs)."""
     import torch
@@ -257,6 +327,11 @@ def standard_scratch_bytes(w: Workload) -> int:
     """S and P of standard attention: two B x H x N_q x N_kv matrices in the input type."""
     n_pad = -(-w.seqlen_kv // 8) * 8
     return 2 * w.batch * w.heads * w.seqlen_q * n_pad * w.elem_bytes
+
+
+def standard_backward_scratch_bytes(w: Workload) -> int:
+    """Standard attention's backward: the forward's S and P, then dP and dS, four n x n."""
+    return 2 * standard_scratch_bytes(w)
 
 
 def math_scratch_bytes(w: Workload) -> int:

@@ -40,6 +40,22 @@ SeqlensOpt = Annotated[
 ]
 HeadDimsOpt = Annotated[str | None, typer.Option("--head-dims", help="Comma-separated head dims.")]
 MaskOpt = Annotated[str, typer.Option("--mask", help="full, causal or both.")]
+# validate: "all" = the forward grid, then the backward grid (standard, v1, v2)
+VALIDATE_PASSES = {"fwd": ("fwd",), "bwd": ("bwd",), "all": ("fwd", "bwd")}
+
+
+def parse_validate_pass(text: str) -> tuple[str, ...]:
+    key = text.strip().lower()
+    if key not in VALIDATE_PASSES:
+        raise TilesimError(f"--pass must be fwd, bwd or all, got {text!r}")
+    return VALIDATE_PASSES[key]
+
+
+def parse_bench_pass(text: str) -> str:
+    key = text.strip().lower()
+    if key not in ("fwd", "bwd"):
+        raise TilesimError(f"--pass must be fwd or bwd, got {text!r}")
+    return key
 
 
 def register(app: typer.Typer) -> None:
@@ -201,6 +217,14 @@ def bench(
         ),
     ] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="fp16 or bf16.")] = "fp16",
+    pass_: Annotated[
+        str,
+        typer.Option(
+            "--pass",
+            help="fwd, or bwd: time only the backward (tilesim's backward launches; SDPA's "
+            "autograd backward of one forward).",
+        ),
+    ] = "fwd",
     out: OutOpt = None,
     warmup_ms: WarmupOpt = 10,
     rep_ms: RepOpt = 30,
@@ -215,10 +239,11 @@ def bench(
     ns = parse_ints(seqlens, "--seqlens", grid.BENCH_SEQLENS)
     ds = parse_ints(head_dims, "--head-dims", (128, 64))
     masks = parse_mask(mask)
-    chosen = b.parse_impls(impls)
+    which = parse_bench_pass(pass_)
+    chosen = b.parse_impls(impls, which)
     if dtype not in ("fp16", "bf16"):
         raise TilesimError(f"--dtype must be fp16 or bf16 for bench, got {dtype!r}")
-    shapes = grid.bench_shapes(ns, ds, masks, dtype)
+    shapes = grid.bench_shapes(ns, ds, masks, dtype, pass_=which)
     _check_out(out)
     require_cuda("bench")
     path = out or _default_out("-bench")
@@ -235,9 +260,8 @@ def bench(
         print_json(doc)
         return
     header, body = b.tflops_table(doc)
-    table = Table(
-        title=f"forward TFLOPS, {dtype} ({doc['metadata'].get('device', {}).get('name')})"
-    )
+    what = "forward" if which == "fwd" else "backward (2.5x the forward's FLOPs)"
+    table = Table(title=f"{what} TFLOPS, {dtype} ({doc['metadata'].get('device', {}).get('name')})")
     for col in header:
         table.add_column(col, justify="right")
     for row in body:
@@ -278,6 +302,14 @@ def validate(
     quick: Annotated[
         bool, typer.Option("--quick", help="A smoke run: N=1024,4096, d=128, no spot checks.")
     ] = False,
+    pass_: Annotated[
+        str,
+        typer.Option(
+            "--pass",
+            help="fwd (the forward grid), bwd (the backward grid: standard, v1, v2, fp16; "
+            "only the backward launches timed) or all (both).",
+        ),
+    ] = "all",
     json_out: JsonOpt = False,
 ) -> None:
     """Check, time and predict tilesim's kernels over the validation grid."""
@@ -292,6 +324,7 @@ def validate(
     ns = parse_ints(seqlens, "--seqlens", (1024, 4096) if quick else grid.VALIDATE_SEQLENS)
     ds = parse_ints(head_dims, "--head-dims", (128,) if quick else grid.HEAD_DIMS)
     masks = parse_mask(mask)
+    passes = parse_validate_pass(pass_)
     if workers < 0:
         raise TilesimError(f"--workers must be 0 or more, got {workers}")
     _check_out(out)
@@ -306,7 +339,14 @@ def validate(
     names = [p.strip() for p in presets.split(",")] if presets else run.default_presets(device)
     for name in names:
         load_gpu(name)  # a bad preset name fails now, not after the run
-    points = grid.validate_grid(gpu, chosen, ns, ds, masks, spot_checks and not quick)
+    points = grid.validate_grid(
+        gpu, chosen, ns, ds, masks, spot_checks and not quick, passes=passes
+    )
+    if not points:
+        raise TilesimError(
+            f"no point to validate: {', '.join(chosen)} with --pass {pass_} (the backward "
+            f"grid has {', '.join(grid.BACKWARD_ALGOS)})"
+        )
     path = out or _default_out("")
     log(f"validating {len(points)} points on {device}; predicting with {', '.join(names)}")
     doc = run.run_validate(
