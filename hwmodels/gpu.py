@@ -38,6 +38,11 @@ class GPU:
     tensor_fp8_wgmma_flop_per_clk_per_sm: float  # dense fp8, wgmma path (0: absent)
     sfu_ops_per_clk_per_sm: float  # MUFU ops (exp2, rcp) per clock per SM
     fp32_ops_per_clk_per_sm: float  # FP32 lane ops per clock per SM (an FMA counts 2 FLOPs)
+    warp_schedulers_per_sm: int  # SM sub-partitions, each issuing one warp instruction a clock
+    # Warps each scheduler needs for tile-level SFU/FP32 code to run at those pipes'
+    # rates: with fewer, dependent instructions stall (latency not hidden) and a
+    # role's vector work runs that much slower. 1 = never slower.
+    vector_warps_per_scheduler: float
 
     # -- L2 -----------------------------------------------------------------
     l2_bytes: int  # L2 capacity

@@ -135,6 +135,9 @@ class Executor:
         }
         self.sfu_cost = 1.0 / gpu.sfu_ops_per_clk_per_sm
         self.fp32_cost = 1.0 / gpu.fp32_ops_per_clk_per_sm
+        self.vector_slowdown = [
+            vector_slowdown(role.warps, gpu) for role in compiled.launch.program.roles
+        ]
         self.l2_capacity = gpu.l2_bytes
         self.max_depth = max((_depth(nodes) for _, nodes in compiled.roles), default=0)
         self.active: dict = {}  # running role states (deadlock reports)
@@ -300,10 +303,15 @@ class Executor:
                             else _sum(ce, G, L, d, a, cnt)
                         ) * mult
                         end = now
+                        slow = self.vector_slowdown[st.role]
+                        if slow > 1.0:  # few warps: the role cannot issue at the pipes' rate
+                            end = now + max(exp * self.sfu_cost, fp32 * self.fp32_cost) * slow
                         if exp:
                             busy = exp * self.sfu_cost
                             start = sm.sfu_free if sm.sfu_free > now else now
-                            end = sm.sfu_free = start + busy
+                            sm.sfu_free = start + busy
+                            if sm.sfu_free > end:
+                                end = sm.sfu_free
                             ctr[C_EXP] += exp
                             ctr[C_SFU] += busy
                             if log is not None:
@@ -571,6 +579,19 @@ class Executor:
         cta.stores -= 1
         if cta.stores == 0 and cta.drain is not None:
             cta.drain.succeed()
+
+
+def vector_slowdown(warps: int, gpu) -> float:
+    """How much slower than the SM's SFU/FP32 rates a role of ``warps`` warps runs
+    its vector work on its own: it reaches ``min(warps, schedulers)`` of the SM's
+    warp schedulers, and each of them, holding fewer than
+    ``gpu.vector_warps_per_scheduler`` of its warps, stalls on dependent
+    instructions in proportion. The pipes stay free for other CTAs meanwhile: this
+    bounds the role's time, not the SM's throughput."""
+    schedulers = gpu.warp_schedulers_per_sm
+    used = min(max(warps, 1), schedulers)
+    per_scheduler = max(warps, 1) / used
+    return schedulers / used * max(1.0, gpu.vector_warps_per_scheduler / per_scheduler)
 
 
 def _chain(src, dst) -> None:

@@ -198,6 +198,29 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
                 f"{row['value']:.4g} {what} ({_how(row)}) / ({sm_count} SMs x {hz / 1e6:.0f} MHz)",
             )
 
+    # -- latency hiding of vector work ---------------------------------------------------------
+    steps = {
+        r["warps"] * 100 + r["ctas_per_sm"]: r for r in rows if r["name"].startswith("vector_step_")
+    }
+    one = steps.get(401)  # 4 warps, one CTA per SM: one warp per scheduler
+    if one:
+        sfu = changes.get("sfu_ops_per_clk_per_sm", base.sfu_ops_per_clk_per_sm)
+        fp32 = changes.get("fp32_ops_per_clk_per_sm", base.fp32_ops_per_clk_per_sm)
+        ratios = {
+            key: vector_step_ratio(row, sfu, fp32, _clock_of(row, clock))
+            for key, row in steps.items()
+        }
+        slow = max(1.0, ratios[401])
+        seen = ", ".join(
+            f"{key // 100} warps x {key % 100} CTA/SM {ratios[key]:.2f}" for key in sorted(ratios)
+        )
+        put(
+            "vector_warps_per_scheduler",
+            _sig(slow, 3),
+            f"the flash softmax step on a register tile ({_how(one)}) took {ratios[401]:.2f}x "
+            f"the SFU/FP32 pipe time at one warp per scheduler (measured / pipe time: {seen})",
+        )
+
     # -- HBM ------------------------------------------------------------------------------------
     for name, field in (("hbm_read", "hbm_read_efficiency"), ("hbm_write", "hbm_write_efficiency")):
         row = m.get(name)
@@ -258,6 +281,18 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
     return gpu, sorted(changes), notes
 
 
+def vector_step_ratio(row: dict, sfu_per_clk: float, fp32_per_clk: float, hz: float) -> float:
+    """Measured cycles of one `vector_step_*` step over what the model's SFU and FP32 pipes
+    take for it: exps and FP32 ops counted as the flash traces count a softmax step."""
+    from ..traces.tiles import FLASH_FP32_PER_ROW_STEP, FLASH_FP32_PER_SCORE
+
+    rows, cols = row["rows"], row["cols"]
+    exp = rows * cols + rows  # p, and alpha per row
+    fp32 = rows * cols * FLASH_FP32_PER_SCORE + rows * FLASH_FP32_PER_ROW_STEP
+    pipe_cycles = row["ctas_per_sm"] * max(exp / sfu_per_clk, fp32 / fp32_per_clk)
+    return row["value"] * hz / pipe_cycles
+
+
 def _size(row: dict) -> int:
     return int(row["size_bytes"])
 
@@ -308,7 +343,7 @@ def _fmt_row(row: dict) -> str:
 # -- the GPU run ------------------------------------------------------------------------------
 
 
-STEPS = ("hbm", "l2", "latency", "tensor", "clock", "exp2", "fp32", "launch")
+STEPS = ("hbm", "l2", "latency", "tensor", "clock", "exp2", "fp32", "vector", "launch")
 
 
 def check_steps(only: Sequence[str] | None) -> tuple[str, ...]:
@@ -354,6 +389,7 @@ def run_calibration(
             ("clock", "sustained SM clock", bench.sustained_clock),
             ("exp2", "exp2 (SFU)", bench.exp2),
             ("fp32", "FP32 FMA", bench.fp32),
+            ("vector", "vector work vs warps per scheduler", bench.vector_latency),
             ("launch", "launch overhead", bench.launch),
         )
         for key, title, step in steps:

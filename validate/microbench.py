@@ -132,6 +132,26 @@ def _fma_loop(x_ptr, out_ptr, iters, a, b, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _softmax_tile_loop(x_ptr, out_ptr, iters, scale, ROWS: tl.constexpr, COLS: tl.constexpr):
+    # The online-softmax step of the flash kernels on a register tile, nothing else:
+    # row max, scale-and-subtract, exp2, row sum, the running max/sum update. P feeds
+    # the next step, so no step can be hoisted or overlapped with the one before.
+    pid = tl.program_id(0)
+    r = tl.arange(0, ROWS)
+    c = tl.arange(0, COLS)
+    x = tl.load(x_ptr + r[:, None] * COLS + c[None, :])
+    m = tl.zeros([ROWS], dtype=tl.float32) - 1.0e30
+    l_run = tl.zeros([ROWS], dtype=tl.float32)
+    for _ in range(iters):
+        m_new = tl.maximum(m, tl.max(x, 1) * scale)
+        p = tl.math.exp2(x * scale - m_new[:, None])
+        l_run = l_run * tl.math.exp2(m - m_new) + tl.sum(p, 1)
+        m = m_new
+        x = p
+    tl.store(out_ptr + pid * ROWS + r, l_run + m)
+
+
+@triton.jit
 def _chase(next_ptr, pos_ptr, steps):
     # start where the previous launch stopped: a chase through HBM never revisits
     # (and so never hits in L2) until it has gone round the whole cycle
@@ -463,6 +483,50 @@ class Bench:
             )
         )
 
+    def vector_latency(self) -> None:
+        """The flash kernels' softmax step on a register tile, one CTA per SM of 4, 8
+        and 16 warps (1, 2, 4 warps per scheduler), and two CTAs of 16 warps per SM
+        (8 per scheduler: latency hidden). Each row: seconds per step and the SM
+        clock; `calibrate` sets them against the exp2 and FMA rates."""
+        scale = 0.75
+        for warps, rows, cols, per_sm in (
+            (4, 64, 64, 1),
+            (8, 128, 128, 1),
+            (16, 128, 128, 1),
+            (16, 128, 128, 2),
+        ):
+            grid = (self.sm_count * per_sm,)
+            x = torch.rand(rows * cols, device="cuda")
+            out = torch.empty(grid[0] * rows, device="cuda")
+
+            def run(n, x=x, out=out, rows=rows, cols=cols, warps=warps, grid=grid):
+                _softmax_tile_loop[grid](x, out, n, scale, ROWS=rows, COLS=cols, num_warps=warps)
+
+            run(3)
+            _check_close(
+                out[:rows].double().norm(),
+                _softmax_tile_ref(x, rows, cols, scale, 3),
+                f"softmax tile loop {rows}x{cols}",
+                tol=1e-4,
+            )
+            iters = 2000 if self.quick else 8000
+            t, s, clock = self.timed(lambda run=run, iters=iters: run(iters))
+            self.add(
+                measurement(
+                    f"vector_step_{warps}w_{per_sm}cta",
+                    t / iters,
+                    "s/step",
+                    f"online-softmax step on a {rows}x{cols} fp32 register tile, {grid[0]} CTAs "
+                    f"of {warps} warps ({per_sm} per SM) x {iters} steps",
+                    s,
+                    clock_MHz=clock,
+                    warps=warps,
+                    ctas_per_sm=per_sm,
+                    rows=rows,
+                    cols=cols,
+                )
+            )
+
     def launch(self) -> None:
         x = torch.empty(1, device="cuda")
         _empty[(1,)](x)
@@ -499,6 +563,19 @@ class Bench:
         torch.cuda.synchronize()
         t, s = time_calls(graph.replay, 0.1)
         self.add(measurement("launch_graph", t / 100, "s", "100 empty launches in a CUDA graph", s))
+
+
+def _softmax_tile_ref(x: torch.Tensor, rows: int, cols: int, scale: float, iters: int):
+    """‖l + m‖ of `_softmax_tile_loop` after ``iters`` steps, in float64."""
+    x = x.double().view(rows, cols)
+    m = torch.full((rows,), -1.0e30, dtype=torch.float64, device=x.device)
+    l_run = torch.zeros(rows, dtype=torch.float64, device=x.device)
+    for _ in range(iters):
+        m_new = torch.maximum(m, x.max(1).values * scale)
+        p = torch.exp2(x * scale - m_new[:, None])
+        l_run = l_run * torch.exp2(m - m_new) + p.sum(1)
+        m, x = m_new, p
+    return (l_run + m).norm()
 
 
 def _check_close(got, want, what: str, tol: float = 1e-5) -> None:

@@ -27,7 +27,7 @@ from tilesim.hwmodels.schema import FRACTIONS, ZERO_ALLOWED
 
 DATASHEET_PRESETS = ("a100_sxm4_80gb", "h100_sxm5_80gb", "h200_sxm_141gb")
 SOURCE_KINDS = re.compile(
-    r"^(datasheet|whitepaper|paper|micro-benchmark|derived|CUDA programming guide)", re.I
+    r"^(datasheet|whitepaper|paper|micro-benchmark|derived|assumed|CUDA programming guide)", re.I
 )
 
 

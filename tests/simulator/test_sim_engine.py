@@ -266,3 +266,29 @@ def test_empty_work_completes_at_once(kit, gpu):
     p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
     assert cycles(p) == pytest.approx(1, rel=1e-12)
     assert p.hbm_read_bytes == 0 and p.hbm_write_bytes == 0
+
+
+@pytest.mark.parametrize("need, expected", [(1.0, 100), (3.0, 300), (0.5, 100)])
+def test_few_warps_per_scheduler_slow_a_roles_vector_work(kit, need, expected):
+    # a 4-warp role puts one warp on each of the 4 schedulers: it runs its vector work
+    # max(1, need / 1) times slower than the pipes would
+    gpu = kit.gpu(vector_warps_per_scheduler=need)
+    p = simulate(kit.trace((ONE, [("main", [Vector(exp=1000, fp32=5000)])])), gpu)
+    assert cycles(p) == pytest.approx(expected, rel=1e-12)
+
+
+def test_slow_issue_leaves_the_pipes_to_other_ctas(kit):
+    # 4 CTAs per SM, each 3x slower than its SFU time (100): the SFU serves them at
+    # 100, 200, 300, 400; each ends no sooner than 300 after its start
+    gpu = kit.gpu(vector_warps_per_scheduler=3.0)
+    p = simulate(kit.trace(((("x", 8),), [("main", [Vector(exp=1000)])], 50_000)), gpu)
+    assert p.ctas_per_sm == 4
+    assert cycles(p) == pytest.approx(400, rel=1e-12)
+
+
+def test_vector_slowdown_by_warps(kit):
+    from tilesim.simulator.sm import vector_slowdown
+
+    gpu = kit.gpu(vector_warps_per_scheduler=3.0)
+    # 1 warp reaches one scheduler of 4; 4 warps: 1 per scheduler; 8: 2; 16: 4 (enough)
+    assert [vector_slowdown(w, gpu) for w in (1, 2, 4, 8, 16)] == [12.0, 6.0, 3.0, 1.5, 1.0]

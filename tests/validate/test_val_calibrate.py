@@ -160,3 +160,44 @@ def test_base_preset_for_device_names():
     assert calibrate.base_preset_for("NVIDIA A100-SXM4-80GB") == "a100_sxm4_80gb"
     with pytest.raises(TilesimError, match="--base"):
         calibrate.base_preset_for("NVIDIA GeForce RTX 4090")
+
+
+def _vector_row(warps, ctas, seconds, rows=64, cols=64):
+    return measurement(
+        f"vector_step_{warps}w_{ctas}cta",
+        seconds,
+        "s/step",
+        "softmax tile loop",
+        clock_MHz=2000.0,
+        warps=warps,
+        ctas_per_sm=ctas,
+        rows=rows,
+        cols=cols,
+    )
+
+
+def test_vector_warps_per_scheduler_is_measured_over_pipe_time():
+    from tilesim.traces.tiles import FLASH_FP32_PER_ROW_STEP, FLASH_FP32_PER_SCORE
+
+    base = load_gpu("h200")
+    sfu = 4.0e12 / (SMS * 1.98e9)  # the exp2 row of _rows()
+    fp32 = 3.2e13 / (SMS * 1.75e9)
+    pipe = max(
+        (64 * 64 + 64) / sfu, (64 * 64 * FLASH_FP32_PER_SCORE + 64 * FLASH_FP32_PER_ROW_STEP) / fp32
+    )
+    # one warp per scheduler: 2.5x the pipe time; two CTAs of 16 warps: the pipe rate
+    rows = _rows() + [
+        _vector_row(4, 1, 2.5 * pipe / 2.0e9),
+        _vector_row(16, 2, 2 * pipe / 2.0e9),
+    ]
+    gpu, fields, _ = calibrate.derive_preset(rows, base, "2026-11-30")
+    assert gpu.vector_warps_per_scheduler == pytest.approx(2.5, rel=1e-3)
+    assert "4 warps x 1 CTA/SM 2.50" in gpu.sources["vector_warps_per_scheduler"]
+    assert "16 warps x 2 CTA/SM 1.00" in gpu.sources["vector_warps_per_scheduler"]
+    # faster than the pipes at one warp per scheduler: never below 1
+    fast = _rows() + [_vector_row(4, 1, 0.5 * pipe / 2.0e9)]
+    assert calibrate.derive_preset(fast, base, "d")[0].vector_warps_per_scheduler == 1.0
+    # not measured: the datasheet preset's value stays
+    assert calibrate.derive_preset(_rows(), base, "d")[0].vector_warps_per_scheduler == (
+        base.vector_warps_per_scheduler
+    )
