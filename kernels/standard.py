@@ -116,18 +116,18 @@ def _softmax_kernel(
         m_row = tl.max(x, 0)
         l_row = tl.sum(tl.math.exp2((x - m_row) * _LOG2E), 0)
         for start in range(BLOCK, n_valid, BLOCK):
-            x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
-            x = x.to(tl.float32)
-            m_new = tl.maximum(m_row, tl.max(x, 0))
+            xs = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
+            xs = xs.to(tl.float32)
+            m_new = tl.maximum(m_row, tl.max(xs, 0))
             l_row = l_row * tl.math.exp2((m_row - m_new) * _LOG2E) + tl.sum(
-                tl.math.exp2((x - m_new) * _LOG2E), 0
+                tl.math.exp2((xs - m_new) * _LOG2E), 0
             )
             m_row = m_new
         # -- pass 2: normalise and write P (masked columns get 0) --
         inv_l = 1.0 / l_row
         for start in range(0, n_kv, BLOCK):
-            x = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
-            p = tl.math.exp2((x.to(tl.float32) - m_row) * _LOG2E) * inv_l
+            xs = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
+            p = tl.math.exp2((xs.to(tl.float32) - m_row) * _LOG2E) * inv_l
             tl.store(P + start + cols, p.to(P.dtype.element_ty), mask=start + cols < n_kv)
 
 
