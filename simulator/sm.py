@@ -1,9 +1,15 @@
 """Streaming multiprocessors: their pipes, and the processes that run CTA roles.
 
-Each SM has four pipes shared by its resident CTAs: the tensor cores (service
-``2mnk / tensor FLOP per clk``), the SFU (``exp / sfu ops per clk``), the FP32
-ALUs (``fp32 / fp32 ops per clk``) and shared memory (bytes written by loads /
-``smem bytes per clk``). A pipe serves in arrival order with a known service
+Each SM has three pipes shared by its resident CTAs: the tensor cores (service
+``2mnk / tensor FLOP per clk``), the vector units and shared memory (bytes
+written by loads / ``smem bytes per clk``). A Vector op's SFU work
+(``exp / sfu ops per clk``) and FP32 work (``fp32 / fp32 ops per clk``) run back
+to back on the vector timeline, not in parallel: the same warp schedulers issue
+both, and on the H200 the flash softmax step on a register tile ran at the sum
+of the two times, with latency hidden (`tilesim calibrate`'s vector step: 1.00x
+the sum at 8 warps per scheduler, 1.47x the larger). A role with too few warps
+per scheduler takes longer still (:func:`vector_slowdown`), without holding the
+pipe from other CTAs. A pipe serves in arrival order with a known service
 time, so it needs no queue: a request at time t starts at ``max(t, free)`` and
 the pipe is free again at the end of it. Requests at the same instant are
 served in the order SimPy runs the processes, which is the order they were
@@ -38,13 +44,12 @@ P_TENSOR, P_SFU, P_FP32, P_SMEM = range(4)
 
 
 class SM:
-    __slots__ = ("index", "tensor_free", "sfu_free", "fp32_free", "smem_free", "log")
+    __slots__ = ("index", "tensor_free", "vector_free", "smem_free", "log")
 
     def __init__(self, index: int, log: list | None = None) -> None:
         self.index = index
         self.tensor_free = 0.0
-        self.sfu_free = 0.0
-        self.fp32_free = 0.0
+        self.vector_free = 0.0  # SFU and FP32 work share one timeline
         self.smem_free = 0.0
         self.log = log  # timeline: (pipe, start, end, label) busy intervals, or None
 
@@ -302,30 +307,29 @@ class Executor:
                             if cnt == 1
                             else _sum(ce, G, L, d, a, cnt)
                         ) * mult
+                        sfu_busy = exp * self.sfu_cost
+                        fp32_busy = fp32 * self.fp32_cost
                         end = now
-                        slow = self.vector_slowdown[st.role]
-                        if slow > 1.0:  # few warps: the role cannot issue at the pipes' rate
-                            end = now + max(exp * self.sfu_cost, fp32 * self.fp32_cost) * slow
-                        if exp:
-                            busy = exp * self.sfu_cost
-                            start = sm.sfu_free if sm.sfu_free > now else now
-                            sm.sfu_free = start + busy
-                            if sm.sfu_free > end:
-                                end = sm.sfu_free
+                        if exp or fp32:
+                            # SFU then FP32 share, back to back on the SM's one vector
+                            # timeline (module docstring)
+                            start = sm.vector_free if sm.vector_free > now else now
+                            mid = start + sfu_busy
+                            end = sm.vector_free = mid + fp32_busy
                             ctr[C_EXP] += exp
-                            ctr[C_SFU] += busy
-                            if log is not None:
-                                log.append((P_SFU, start, end, cta.label))
-                        if fp32:
-                            busy = fp32 * self.fp32_cost
-                            start = sm.fp32_free if sm.fp32_free > now else now
-                            fend = sm.fp32_free = start + busy
+                            ctr[C_SFU] += sfu_busy
                             ctr[C_FP32] += fp32
-                            ctr[C_FP32_PIPE] += busy
-                            if fend > end:
-                                end = fend
+                            ctr[C_FP32_PIPE] += fp32_busy
                             if log is not None:
-                                log.append((P_FP32, start, fend, cta.label))
+                                if exp:
+                                    log.append((P_SFU, start, mid, cta.label))
+                                if fp32:
+                                    log.append((P_FP32, mid, end, cta.label))
+                            slow = self.vector_slowdown[st.role]
+                            if slow > 1.0:  # too few warps to issue at the pipes' rate
+                                floor = now + (sfu_busy + fp32_busy) * slow
+                                if floor > end:
+                                    end = floor
                     if node.async_:
                         if node.id is not None:
                             key = (st.role, node.id, ptup)

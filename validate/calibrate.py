@@ -282,14 +282,15 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
 
 
 def vector_step_ratio(row: dict, sfu_per_clk: float, fp32_per_clk: float, hz: float) -> float:
-    """Measured cycles of one `vector_step_*` step over what the model's SFU and FP32 pipes
-    take for it: exps and FP32 ops counted as the flash traces count a softmax step."""
+    """Measured cycles of one `vector_step_*` step over what the model's vector pipe takes
+    for it (SFU time + FP32 time): exps and FP32 ops counted as the flash traces count
+    a softmax step."""
     from ..traces.tiles import FLASH_FP32_PER_ROW_STEP, FLASH_FP32_PER_SCORE
 
     rows, cols = row["rows"], row["cols"]
     exp = rows * cols + rows  # p, and alpha per row
     fp32 = rows * cols * FLASH_FP32_PER_SCORE + rows * FLASH_FP32_PER_ROW_STEP
-    pipe_cycles = row["ctas_per_sm"] * max(exp / sfu_per_clk, fp32 / fp32_per_clk)
+    pipe_cycles = row["ctas_per_sm"] * (exp / sfu_per_clk + fp32 / fp32_per_clk)  # simulator/sm.py
     return row["value"] * hz / pipe_cycles
 
 

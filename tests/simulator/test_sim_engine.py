@@ -97,9 +97,9 @@ def test_l2_is_lru_with_a_byte_capacity(kit, l2_bytes, reads):
     assert p.hbm_read_bytes == reads
 
 
-def test_vector_uses_sfu_and_fp32_pipes_in_parallel(kit, gpu):
+def test_vector_runs_sfu_then_fp32_work(kit, gpu):
     p = simulate(kit.trace((ONE, [("main", [Vector(exp=1000, fp32=5000)])])), gpu)
-    assert cycles(p) == pytest.approx(100, rel=1e-12)  # max(1000/10, 5000/100)
+    assert cycles(p) == pytest.approx(150, rel=1e-12)  # 1000/10 + 5000/100
     assert p.exp_count == 1000 and p.fp32_ops == 5000
 
 
@@ -268,7 +268,7 @@ def test_empty_work_completes_at_once(kit, gpu):
     assert p.hbm_read_bytes == 0 and p.hbm_write_bytes == 0
 
 
-@pytest.mark.parametrize("need, expected", [(1.0, 100), (3.0, 300), (0.5, 100)])
+@pytest.mark.parametrize("need, expected", [(1.0, 150), (3.0, 450), (0.5, 150)])
 def test_few_warps_per_scheduler_slow_a_roles_vector_work(kit, need, expected):
     # a 4-warp role puts one warp on each of the 4 schedulers: it runs its vector work
     # max(1, need / 1) times slower than the pipes would

@@ -182,9 +182,8 @@ def test_vector_warps_per_scheduler_is_measured_over_pipe_time():
     base = load_gpu("h200")
     sfu = 4.0e12 / (SMS * 1.98e9)  # the exp2 row of _rows()
     fp32 = 3.2e13 / (SMS * 1.75e9)
-    pipe = max(
-        (64 * 64 + 64) / sfu, (64 * 64 * FLASH_FP32_PER_SCORE + 64 * FLASH_FP32_PER_ROW_STEP) / fp32
-    )
+    exp, fp32_ops = 64 * 64 + 64, 64 * 64 * FLASH_FP32_PER_SCORE + 64 * FLASH_FP32_PER_ROW_STEP
+    pipe = exp / sfu + fp32_ops / fp32  # the vector pipe: SFU then FP32 work
     # one warp per scheduler: 2.5x the pipe time; two CTAs of 16 warps: the pipe rate
     rows = _rows() + [
         _vector_row(4, 1, 2.5 * pipe / 2.0e9),
