@@ -5,9 +5,22 @@
 ``fast``: the first ``HEAD`` and last ``TAIL`` iterations stay exact (the
 pipeline fills and drains there: prologue loads, the last partial tile), and the
 steady middle is cut into about ``MACRO`` macro-steps of nearly equal size,
-reached through a ramp of steps of 2, 4, 8, ... iterations (a step's loads are
-prefetched during the step before it, so a sudden jump from one iteration to
-many would ask the memory system for a burst the kernel never makes).
+reached through a ramp of steps that grow by ``RAMP`` (2, 3, 4, 5, 6, 7, 8, 10,
+12, 15, ... iterations). A step's loads are prefetched during the step before
+it, so a step r times longer than the one before asks the memory system for r
+times the kernel's real rate for one step: a sudden jump from one iteration to
+many asks for a burst the kernel never makes, and so does a steep ramp when the
+loop runs near a bandwidth limit. A ramp of 2x stalled every ramp step of v2's
+backward dQ pass (K and V from a warm L2, 60-80% of the L2 bandwidth: twice that
+rate does not exist), 4-12% slower than ``detailed``; 1.25x (and six steady
+steps instead of four, which also keeps v3's producer/consumer loops closer)
+keeps it within 2% up to about 80% utilisation, for about ten more steps per
+long loop. At saturation no ramp helps: the step's loads are issued whole, one
+step early, and must all arrive before its first iteration, so each growing
+step stalls by its growth, about one steady step in all (tests/simulator's
+fidelity test marks that case); the cure is in the engine (start a macro-step
+when its first iteration's tiles are in, or issue its loads at the kernel's
+rate).
 A macro-step of c iterations does the work of all c: its loads move the bytes
 of all c tiles (each tile looked up in L2 on its own), its Mma and Vector ops
 occupy the pipes for the sum of the c iterations' service times. So a loop
@@ -54,7 +67,8 @@ FIDELITIES = ("fast", "detailed")
 
 HEAD = 2  # exact iterations at the start of a coalesced loop (>= num_stages - 1 = 2)
 TAIL = 1  # exact iterations at the end
-MACRO = 4  # macro-steps in between
+MACRO = 6  # macro-steps in between
+RAMP = 1.25  # growth of the ramp's steps (each at least one iteration longer)
 # A loop holding another loop: its macro-steps scale the inner loop's work instead
 # of replaying it, so few steps suffice (and each of its steps costs a whole inner
 # loop): one exact iteration at each end, two macro-steps, no ramp.
@@ -114,13 +128,13 @@ class StepTables:
         middle = trips - head - tail
         steady = -(-middle // macro)
         sizes = []
-        # Ramp up (2, 4, 8, ...): a macro-step's loads are prefetched during the step
-        # before it, so a step may be at most twice the one before it without
-        # asking the memory system for more than twice the kernel's real rate.
+        # Ramp up by RAMP: a macro-step's loads are prefetched during the step before
+        # it, so a step RAMP times the one before asks the memory system for RAMP
+        # times the kernel's real rate (see the module docstring).
         size = 2
         while ramp and size < steady and middle - sum(sizes) > size + steady:
             sizes.append(size)
-            size *= 2
+            size = max(size + 1, int(size * RAMP))
         rest = middle - sum(sizes)
         k = -(-rest // steady)
         q, r = divmod(rest, k)

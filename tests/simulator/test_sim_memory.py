@@ -81,8 +81,8 @@ def test_step_tables_cover_every_iteration_once():
 
 def test_fast_steps_grow_logarithmically():
     tables = StepTables("fast")
-    assert len(tables.table(64)) < 12
-    assert len(tables.table(100_000)) < 25
+    assert len(tables.table(64)) < 14
+    assert len(tables.table(100_000)) < 50  # a ramp of 1.25x: log base 1.25 (steps.RAMP)
     assert tables.table(8).counts == [1] * 8  # short loops stay exact
     assert tables.table(8, exposed=True).counts == [1] * 8
     assert tables.table(64, exposed=True).counts == [1] * 64  # waits on its own loads
