@@ -27,9 +27,9 @@ from ..hwmodels.gpu import GPU
 from .config import smem_bytes
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
 from .tiles import (
+    FLASH_FP32_PER_MASKED_SCORE,
     FLASH_FP32_PER_SCORE,
     FP32_BYTES,
-    FP32_PER_MASKED_SCORE,
     V1_FP32_PER_O_STEP,
     V1_FP32_PER_ROW_STEP,
     causal_kv_blocks,
@@ -69,7 +69,7 @@ def walk(w: Workload) -> Walk:
         qi,
         "min(T_c, cdiv(N_q, block_n))",  # K/V blocks some query sees
         f"T_r - {first_i}",
-        f" + {times(in_diag, FP32_PER_MASKED_SCORE)}",
+        f" + {times(in_diag, FLASH_FP32_PER_MASKED_SCORE)}",
         f"min(1, max(0, j - ({causal_kv_blocks(qi)} - 2)))",
     )
 

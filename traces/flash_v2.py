@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
 from .config import smem_bytes
-from .ir import CtaProgram, Launch, Load, Loop, Mma, Op, Role, Store, Trace, Vector
+from .ir import Arrive, CtaProgram, Launch, Load, Loop, Mma, Op, Role, Store, Trace, Vector, Wait
 from .tiles import (
+    FLASH_FP32_PER_MASKED_SCORE,
     FLASH_FP32_PER_O_FINAL,
     FLASH_FP32_PER_O_STEP,
     FLASH_FP32_PER_ROW_FINAL,
     FLASH_FP32_PER_ROW_STEP,
     FLASH_FP32_PER_SCORE,
     FP32_BYTES,
-    FP32_PER_MASKED_SCORE,
     causal_full_blocks,
     causal_kv_blocks,
     cols,
@@ -36,6 +36,8 @@ from .tiles import (
     row_stat,
     rows,
     times,
+    warpgroup_rows,
+    warpgroups,
 )
 from .workload import KernelConfig, Workload
 
@@ -44,36 +46,11 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     w, c = workload, config
     p = params(w, c)
     threads = c.num_warps * 32
-    r = rows("m")
-
-    if w.causal:
-        full, seen = causal_full_blocks("m"), causal_kv_blocks("m")
-        loops = (
-            _kv_loop("j", full, "j", w, c, masked=False),
-            _kv_loop("jd", f"{seen} - {full}", f"{full} + jd", w, c, masked=True, suffix="d"),
-        )
+    wgs = warpgroups(c)
+    if wgs > 1:
+        program = CtaProgram(tuple(_warpgroup(w, c, i, wgs) for i in range(wgs)))
     else:
-        loops = (_kv_loop("j", "T_c", "j", w, c, masked=False),)
-
-    program = CtaProgram(
-        (
-            Role(
-                "main",
-                (
-                    Load("q", "Q", ("bh", "m"), f"{r}*d*e"),
-                    *loops,
-                    # -- epilogue: O = acc / l, lse = m + log(l) -----------------------
-                    Vector(
-                        fp32=f"{times(r + '*d', FLASH_FP32_PER_O_FINAL)}"
-                        f" + {times(r, FLASH_FP32_PER_ROW_FINAL)}"
-                    ),
-                    Store("O", ("bh", "m"), f"{r}*d*e_o"),
-                    Store("LSE", ("bh", "m"), f"{r}*{FP32_BYTES}"),
-                ),
-                c.num_warps,
-            ),
-        )
-    )
+        program = CtaProgram((_single_role(w, c),))
     launch = Launch(
         name="flash_v2",
         grid=(("m", p["T_r"]), ("bh", w.batch * w.heads)),
@@ -94,6 +71,118 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     )
 
 
+def _loops(w: Workload, c: KernelConfig) -> list[tuple[str, str, str, bool, str]]:
+    """(var, trips, block, masked, suffix) of the K/V loops: one, or two when causal."""
+    if w.causal:
+        full, seen = causal_full_blocks("m"), causal_kv_blocks("m")
+        return [
+            ("j", full, "j", False, ""),
+            ("jd", f"{seen} - {full}", f"{full} + jd", True, "d"),
+        ]
+    return [("j", "T_c", "j", False, "")]
+
+
+def _single_role(w: Workload, c: KernelConfig) -> Role:
+    """All warps in one role: GEMM, softmax, GEMM in order (Ampere's mma.sync path)."""
+    r = rows("m")
+    loops = [
+        _kv_loop(var, trips, block, w, c, masked=m, suffix=sfx)
+        for var, trips, block, m, sfx in _loops(w, c)
+    ]
+    return Role(
+        "main",
+        (
+            Load("q", "Q", ("bh", "m"), f"{r}*d*e"),
+            *loops,
+            # -- epilogue: O = acc / l, lse = m + log(l) -----------------------
+            Vector(
+                fp32=f"{times(r + '*d', FLASH_FP32_PER_O_FINAL)}"
+                f" + {times(r, FLASH_FP32_PER_ROW_FINAL)}"
+            ),
+            Store("O", ("bh", "m"), f"{r}*d*e_o"),
+            Store("LSE", ("bh", "m"), f"{r}*{FP32_BYTES}"),
+        ),
+        c.num_warps,
+    )
+
+
+def _warpgroup(w: Workload, c: KernelConfig, i: int, wgs: int) -> Role:
+    loops = []
+    for var, trips, block, masked, sfx in _loops(w, c):
+        mask = (
+            (lambda r, n: f" + {times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}")
+            if masked
+            else None
+        )
+        loops.append((var, trips, block, mask, sfx))
+    return warpgroup_role(w, c, i, wgs, loops, tma=False)
+
+
+def _masked_ops(r: str, n: str) -> str:
+    return f" + {times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}"
+
+
+def warpgroup_role(w: Workload, c: KernelConfig, i: int, wgs: int, loops, tma: bool) -> Role:
+    """Warpgroup ``i`` of ``wgs``: its share of the Q block's rows, as the compiled kernel.
+
+    Triton lays the 128-row tile over the 8 warps as ``warpsPerCTA = [8, 1]``: each
+    warpgroup issues its own wgmma on its 64 rows and waits only for its own, so
+    while one runs its softmax the other's GEMM can hold the tensor cores. The
+    kernel's code (TTGIR and SASS of v2 and v3, Triton 3.6 on the H200): load Q and
+    wait for it, then issue the K/V loads ahead; per K/V block wait for K_j, issue
+    S = Q K_j^T, wait for every wgmma of this warpgroup (P_{j-1} V_{j-1} too),
+    softmax, issue acc += P V_j without waiting, then one CTA barrier (``bar.sync
+    0``) before the next TMA loads go out; after the loop, wait for the last P V.
+    Warpgroup 0 stands for the thread that issues the loads; both wait on them.
+    ``loops``: (var, trips, block, mask(r, n) -> " + fp32 ops" or None, suffix).
+    """
+    r = warpgroup_rows(c, i, wgs)
+    body_loops: list[Op] = []
+    for var, trips, block, mask, sfx in loops:
+        n = cols(block)
+        k, v, pv = f"k{sfx}", f"v{sfx}", f"pv{sfx}"
+        extra = mask(r, n) if mask else ""
+        loads = (
+            (
+                Load(k, "K", ("bh", block), f"{n}*d*e", tma=tma),
+                Load(v, "V", ("bh", block), f"{n}*d*e", tma=tma),
+            )
+            if i == 0
+            else ()
+        )
+        body = (
+            *loads,
+            Mma(r, n, "d", w.dtype, deps=("q", k, f"{pv}@-1")),
+            Vector(
+                exp=f"{r}*{n}",
+                fp32=(
+                    f"{r}*{n}*{FLASH_FP32_PER_SCORE}{extra} + {r}*{FLASH_FP32_PER_ROW_STEP}"
+                    f" + {times(r + '*d', FLASH_FP32_PER_O_STEP)}"
+                ),
+            ),
+            Mma(r, "d", n, w.dtype, deps=(v,), id=pv, async_=True),
+            Arrive(f"bar{i}{sfx}"),
+            Wait(tuple(f"bar{o}{sfx}" for o in range(wgs) if o != i)),
+        )
+        body_loops.append(Loop(var, trips, body, prefetch=c.num_stages - 1 if i == 0 else 0))
+        body_loops.append(Wait((pv,)))  # the loop's last P V, before what follows
+    q = (Load("q", "Q", ("bh", "m"), f"{rows('m')}*d*e", tma=tma), Wait(("q",))) if i == 0 else ()
+    return Role(
+        f"wg{i}",
+        (
+            *q,
+            *body_loops,
+            Vector(
+                fp32=f"{times(r + '*d', FLASH_FP32_PER_O_FINAL)}"
+                f" + {times(r, FLASH_FP32_PER_ROW_FINAL)}"
+            ),
+            Store("O", ("bh", "m", i), f"{r}*d*e_o"),
+            Store("LSE", ("bh", "m", i), f"{r}*{FP32_BYTES}"),
+        ),
+        c.num_warps // wgs,
+    )
+
+
 def _kv_loop(
     var: str,
     trips: str,
@@ -107,7 +196,7 @@ def _kv_loop(
     """The loop over K/V blocks ``block`` (an expression of ``var``)."""
     r, n = rows("m"), cols(block)
     k, v = f"k{suffix}", f"v{suffix}"
-    mask = f" + {times(f'{r}*{n}', FP32_PER_MASKED_SCORE)}" if masked else ""
+    mask = f" + {times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if masked else ""
     return Loop(
         var,
         trips,

@@ -50,8 +50,8 @@ from .tiles import (
     BWD_FP32_PER_GRAD_SCALE,
     BWD_FP32_PER_SCORE_DS,
     BWD_FP32_PER_SCORE_P,
+    FLASH_FP32_PER_MASKED_SCORE,
     FP32_BYTES,
-    FP32_PER_MASKED_SCORE,
     causal_full_blocks,
     causal_kv_blocks,
     cols,
@@ -180,7 +180,7 @@ def _q_loop(
     r, n = rows(block), cols("n")
     q, do, lse, dd = (f"{x}{suffix}" for x in ("q", "do", "lse", "dd"))
     tile = ("bh", block)
-    mask = f" + {times(f'{r}*{n}', FP32_PER_MASKED_SCORE)}" if masked else ""
+    mask = f" + {times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if masked else ""
     return Loop(
         var,
         trips,
@@ -249,7 +249,7 @@ def _kv_loop(
     """dQ's loop over K/V blocks ``block`` (an expression of ``var``)."""
     r, n = rows("m"), cols(block)
     k, v = f"k{suffix}", f"v{suffix}"
-    mask = f" + {times(f'{r}*{n}', FP32_PER_MASKED_SCORE)}" if masked else ""
+    mask = f" + {times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if masked else ""
     return Loop(
         var,
         trips,

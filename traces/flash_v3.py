@@ -44,6 +44,7 @@ import dataclasses
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from .config import smem_bytes
+from .flash_v2 import warpgroup_role
 from .ir import (
     Arrive,
     CtaProgram,
@@ -61,13 +62,13 @@ from .ir import (
 )
 from .occupancy import occupancy
 from .tiles import (
+    FLASH_FP32_PER_MASKED_SCORE,
     FLASH_FP32_PER_O_FINAL,
     FLASH_FP32_PER_O_STEP,
     FLASH_FP32_PER_ROW_FINAL,
     FLASH_FP32_PER_ROW_STEP,
     FLASH_FP32_PER_SCORE,
     FP32_BYTES,
-    FP32_PER_MASKED_SCORE,
     causal_full_blocks,
     causal_kv_blocks,
     cols,
@@ -77,6 +78,7 @@ from .tiles import (
     row_stat,
     rows,
     times,
+    warpgroups,
 )
 from .workload import KernelConfig, Workload
 
@@ -107,15 +109,16 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
             f"multiple of {WGMMA_ROWS} rows"
         )
 
-    if w.causal:
-        trips = causal_kv_blocks("m")
-        mask = (
-            " + "
-            + times(f"min(1, max(0, j + 1 - {causal_full_blocks('m')}))", FP32_PER_MASKED_SCORE)
-            + "*{r}*{n}"
-        )
+    trips = causal_kv_blocks("m") if w.causal else "T_c"
+    if not c.warp_specialize and (w.causal or w.seqlen_kv % c.block_n):
+        # tilesim's kernel: one loop, so with a causal mask or a partial last K/V block
+        # every block takes the mask (kernels/flash_v3.py)
+        mask = " + " + times("{r}*{n}", FLASH_FP32_PER_MASKED_SCORE)
+    elif w.causal:  # FlashAttention-3: only the blocks on the diagonal
+        diagonal = f"min(1, max(0, j + 1 - {causal_full_blocks('m')}))"
+        mask = " + " + times(diagonal, FLASH_FP32_PER_MASKED_SCORE) + "*{r}*{n}"
     else:
-        trips, mask = "T_c", ""
+        mask = ""
 
     if c.warp_specialize:
         roles = [_producer(c, consumers, trips)]
@@ -124,6 +127,12 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         threads = (c.num_warps + PRODUCER_WARPS) * 32
         regs = (PRODUCER_WARPS * PRODUCER_REGS + c.num_warps * CONSUMER_REGS) * 32 // threads
         regs = -(-regs // 8) * 8
+    elif warpgroups(c) > 1:  # tilesim's Triton kernel: two warpgroups, as v2's (flash_v2.py)
+        wgs = warpgroups(c)
+        loop = ("j", trips, "j", (lambda r, n: mask.format(r=r, n=n)) if mask else None, "")
+        roles = [warpgroup_role(w, c, i, wgs, [loop], tma=True) for i in range(wgs)]
+        threads = c.num_warps * 32
+        regs = regs_estimate(c.block_m * w.head_dim + c.block_m * c.block_n, threads)
     else:
         roles = [_consumer(w, c, 0, 1, trips, mask)]
         threads = c.num_warps * 32

@@ -32,7 +32,11 @@ from .workload import KernelConfig, Workload
 STANDARD_FP32_PER_SCORE_SCALE = 1  # S = Q K^T * scale, in the first GEMM's epilogue
 STANDARD_FP32_PER_SCORE_SOFTMAX = 4  # row max, subtract max, row sum, multiply by 1/sum
 STANDARD_FP32_PER_SCORE_SECOND_PASS = 1  # two-pass rows: pass 1 max, FMA, sum; pass 2 FMA, multiply
-FP32_PER_MASKED_SCORE = 1  # the causal select (standard: every score; flash: diagonal blocks)
+FP32_PER_MASKED_SCORE = 1  # standard's softmax: the causal bound on its masked row loads
+# The flash kernels' mask, per masked score: column bounds, the causal compare, the
+# select of -inf and the separate scale/subtract it costs (ncu on the H200, Triton 3.6:
+# 12.0 non-MUFU instructions per score in v3's all-masked loop, 6.4 in v2's unmasked one)
+FLASH_FP32_PER_MASKED_SCORE = 6
 
 # Online softmax of the FlashAttention kernels, per score of an S tile.
 FLASH_FP32_PER_SCORE = 4  # row max (1), scale-and-subtract FMA feeding exp2 (2), row sum (1)
@@ -166,3 +170,21 @@ def kept_bytes(algo: str, workload: Workload) -> int:
     o = rows_total * w.head_dim * output_bytes(w)
     stats = 2 if algo == "v1" else 1
     return o + stats * rows_total * FP32_BYTES
+
+
+def warpgroups(config) -> int:
+    """Warpgroups that split a flash kernel's Q block between them, each with its own
+    wgmma: 2 for Hopper's wgmma path with 8 warps on 128 rows (Triton's
+    ``warpsPerCTA = [8, 1]``), else 1 (one role runs the whole tile)."""
+    c = config
+    if c.mma_path == "wgmma" and c.num_warps == 8 and c.block_m == 128:
+        return 2
+    return 1
+
+
+def warpgroup_rows(config, i: int, wgs: int) -> str:
+    """Rows of warpgroup ``i`` of ``wgs`` in Q block m: its share, fewer or none in the last."""
+    share = config.block_m // wgs
+    if i == 0:
+        return f"min({share}, N_q - block_m*m)"
+    return f"max(0, min({share}, N_q - block_m*m - {share * i}))"

@@ -96,11 +96,14 @@ def test_hand_written_trace_with_defaults_left_out():
 
 # -- malformed files ---------------------------------------------------------------------
 
+SINGLE_ROLE = KernelConfig(128, 64, 4, 2, "wgmma")  # 8 warps would split into two warpgroups
+
 
 @pytest.fixture(scope="module")
 def doc(gpus):
     w = Workload(1, 2, 512, 512, 64, causal=True)
-    return to_dict(build("v2", w, gpus["h100"]))
+    # one role (4 warps): the op paths below are that role's
+    return to_dict(build("v2", w, gpus["h100"], SINGLE_ROLE))
 
 
 def op_path(doc, *indices):
@@ -228,7 +231,7 @@ def test_validate_rejects_what_the_gpu_cannot_run(gpus):
 
 
 def test_validate_checks_in_memory_traces_too(h100):
-    trace = build("v2", Workload(1, 1, 512, 512, 64), h100)
+    trace = build("v2", Workload(1, 1, 512, 512, 64), h100, SINGLE_ROLE)
     role = trace.launches[0].program.roles[0]
     bad_op = Mma("block_m", "block_n", "d", "fp16", deps=("nothing",))
     bad_role = dataclasses.replace(role, ops=(*role.ops, bad_op))

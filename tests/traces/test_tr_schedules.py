@@ -10,7 +10,7 @@ from tilesim.traces import KernelConfig, Workload, build, default_config
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Arrive, Load, Loop, Mma, Store, Vector, Wait
 from tilesim.traces.occupancy import occupancy
-from tilesim.traces.tiles import FP32_PER_MASKED_SCORE
+from tilesim.traces.tiles import FLASH_FP32_PER_MASKED_SCORE
 
 
 def cdiv(a, b):
@@ -198,8 +198,10 @@ def test_v2_grid_q_block_fastest_q_loaded_once_and_prefetch(h100):
     first_mma = next(i for i, f in enumerate(flat) if isinstance(f.op, Mma))
     k_early = [f for f in flat[:first_mma] if isinstance(f.op, Load) and f.op.tensor == "K"]
     assert [dict(f.iters)["j"] for f in k_early] == list(range(cfg["num_stages"]))
-    stores = [f.op.tensor for f in flat if isinstance(f.op, Store)]
-    assert stores == ["O", "LSE"]
+    # two warpgroups (8 warps, wgmma): each stores its half of O and LSE
+    stores = [(f.op.tensor, f.op.tile[-1]) for f in flat if isinstance(f.op, Store)]
+    assert stores == [("O", 0), ("LSE", 0), ("O", 1), ("LSE", 1)]
+    assert [r.warps for r in launch.program.roles] == [4, 4]
 
 
 @pytest.mark.parametrize(
@@ -224,7 +226,7 @@ def test_v2_causal_trip_counts_and_diagonal_masks(shape, h100):
         vectors = [f.op for f in flat if isinstance(f.op, Vector) and f.op.exp]
         for j, vec in zip(sorted(blocks), vectors, strict=True):
             straddles = bn * (j + 1) - 1 > bm * m
-            extra = FP32_PER_MASKED_SCORE * rows * min(bn, n_kv - bn * j) if straddles else 0
+            extra = FLASH_FP32_PER_MASKED_SCORE * rows * min(bn, n_kv - bn * j) if straddles else 0
             assert vec.fp32 == base[j] + extra
 
 
