@@ -2,7 +2,7 @@
 
     python -m tilesim.kernels.probe_bwd --out DIR [--budget-s 150]
 
-Shapes: B·N = 16k tokens, H = 16, d = 128 (H·d = 2048), N in 4096, 8192, 16384,
+Shapes: B·N = 16k tokens, H·d = 2048 (d = 128 unless ``--head-dim``), N in 4096, 8192, 16384,
 causal off and on, fp16. At N = 4096 every tile config in ``CONFIGS`` runs; at
 the longer N the default and the two fastest of N = 4096. Every variant's dq,
 dk, dv are first checked against float32 torch autograd (relative error below
@@ -31,7 +31,7 @@ from ..traces.workload import KernelConfig, Workload
 from . import backward_launches, reference_grads, rel_error
 from ._common import device_gpu
 
-TOKENS, HEADS, D = 16384, 16, 128
+TOKENS, D = 16384, 128
 SEQLENS = (4096, 8192, 16384)
 TOL = 5e-3
 CONFIGS = [  # (block_m, block_n, num_warps, num_stages)
@@ -42,11 +42,13 @@ CONFIGS = [  # (block_m, block_n, num_warps, num_stages)
     (64, 64, 8, 3),
     (128, 128, 8, 2),
     (64, 128, 8, 3),
+    (64, 128, 4, 2),
+    (64, 128, 4, 3),
 ]
 
 
-def _flops(batch, n, causal) -> float:
-    fwd = 4.0 * batch * HEADS * n * n * D * (0.5 if causal else 1.0)
+def _flops(batch, heads, n, d, causal) -> float:
+    fwd = 4.0 * batch * heads * n * n * d * (0.5 if causal else 1.0)
     return 2.5 * fwd
 
 
@@ -89,7 +91,11 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=150.0)
+    ap.add_argument("--head-dim", type=int, default=D, help="d (heads = 2048 / d)")
+    ap.add_argument("--seqlens", type=str, default=",".join(map(str, SEQLENS)))
     args = ap.parse_args(argv)
+    d, heads = args.head_dim, 2048 // args.head_dim
+    seqlens = tuple(int(x) for x in args.seqlens.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     log = (args.out / "probe_bwd.jsonl").open("w")
     start = time.monotonic()
@@ -108,14 +114,14 @@ def main(argv=None) -> None:
         "nvidia_smi": smi,
         "torch": torch.__version__,
         "triton": triton.__version__,
-        "shape": f"B*N={TOKENS}, H={HEADS}, d={D}, fp16",
+        "shape": f"B*N={TOKENS}, H={heads}, d={d}, fp16",
         "tflops": "2.5 * 4*B*H*N^2*d (x0.5 causal) / time",
     }
     print(json.dumps(meta), file=log, flush=True)
     print(meta)
     gpu = device_gpu(torch.device("cuda"))
     best: dict[bool, list] = {}
-    for n in SEQLENS:
+    for n in seqlens:
         batch = TOKENS // n
         for causal in (False, True):
             if time.monotonic() - start > args.budget_s:
@@ -123,18 +129,18 @@ def main(argv=None) -> None:
                 return
             gen = torch.Generator(device="cpu").manual_seed(n + causal)
             q, k, v, do = (
-                torch.randn((batch, HEADS, n, D), generator=gen).half().cuda() for _ in range(4)
+                torch.randn((batch, heads, n, d), generator=gen).half().cuda() for _ in range(4)
             )
             ref = reference_grads(q, k, v, do, causal)
-            wl = Workload(batch, HEADS, n, n, D, causal=causal, dtype="fp16", pass_="bwd")
+            wl = Workload(batch, heads, n, n, d, causal=causal, dtype="fp16", pass_="bwd")
             default = kernel_config("v2", wl, gpu)
             sdpa_ms, sdpa_errs = _sdpa(q, k, v, do, causal, ref)
-            flops = _flops(batch, n, causal)
+            flops = _flops(batch, heads, n, d, causal)
             row = {"kind": "sdpa_flash", "n": n, "causal": causal, "ms": sdpa_ms,
                    "tflops": flops / sdpa_ms / 1e9, "rel_err": sdpa_errs}  # fmt: skip
             print(json.dumps(row), file=log, flush=True)
             print(row, flush=True)
-            if n == SEQLENS[0]:
+            if n == seqlens[0]:
                 configs = [KernelConfig(*c, default.mma_path) for c in CONFIGS]
             else:
                 configs = [default] + [c for c in best.get(causal, [])[:2] if c != default]
@@ -158,7 +164,7 @@ def main(argv=None) -> None:
                 print(row, flush=True)
                 if ms is not None:
                     results.append((ms, config))
-            if n == SEQLENS[0]:
+            if n == seqlens[0]:
                 best[causal] = [c for _, c in sorted(results, key=lambda r: r[0])]
             del q, k, v, do, ref
             torch.cuda.empty_cache()
