@@ -67,12 +67,13 @@ def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig
         if d <= 128:
             return KernelConfig(64, 64, 4, 1, path)
         return KernelConfig(32, 32, 4, 1, path)
-    if d <= 64:
-        return KernelConfig(64, 128, warps, 2, path)
     if d <= 128 and hopper:
         # measured on the H200 (kernels/TUNING.md): 64 x 64, 4 warps, 3 stages ran
-        # v2's backward 1.7x faster than 8 warps, 2 stages (326 vs 182 TFLOPS, N=4k)
+        # v2's backward 1.7x faster than 8 warps, 2 stages at d=128 (326 vs 182
+        # TFLOPS, N=4k) and at d=64 (347 vs 206 TFLOPS, against 64 x 128, 8 warps)
         return KernelConfig(64, 64, 4, 3, path)
+    if d <= 64:
+        return KernelConfig(64, 128, warps, 2, path)
     if d <= 128:
         return KernelConfig(64, 64, warps, 2, path)
     return KernelConfig(32, 32, 4, 2, path)
