@@ -69,11 +69,17 @@ def test_v2_beats_v1_beats_standard_on_a100(n):
 
 @pytest.mark.parametrize("n,batch", [(4096, 4), (8192, 2)])
 def test_v3_beats_v2_on_h100(n, batch):
+    # FlashAttention-3 (warp-specialised, ping-pong) against a v2 that already uses
+    # wgmma with two independent warpgroups: FA3's gain is the softmax it hides under
+    # the GEMMs. Measured on the H200 (validate/results/2026-11-30-h200-bench.json,
+    # d=128, N >= 4k): cuDNN's FA3-style kernel 1.08-1.13x our Triton v2; the FA3
+    # paper's ~740 TFLOPS on an H100 is ~1.25x it. Hiding all of the softmax could
+    # give at most (GEMMs + softmax) / GEMMs, about 1.8x.
     t = {
         a: tilesim.predict(gpu="h100", algo=a, batch=batch, heads=16, seqlen=n, head_dim=128).time_s
         for a in ("v2", "v3")
     }
-    assert t["v2"] / t["v3"] >= 1.3
+    assert 1.1 <= t["v2"] / t["v3"] <= 1.6
 
 
 def test_doubling_hbm_bandwidth_helps_standard_not_v2():
