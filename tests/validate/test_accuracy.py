@@ -2,10 +2,10 @@
 
 Predictions are recomputed (fast fidelity, nothing cached) for every measured
 point in the validate files that ``validate/results/accuracy.json`` names, with
-the preset it names, and each algorithm's MAPE must stay within its committed
-figure + ``slack_pct`` (1 point); together these keep the overall MAPE within
-its committed figure + 1. One test per algorithm, so pytest-xdist runs them side
-by side. To accept a deliberate change of accuracy:
+the preset it names, and each algorithm's MAPE, forward and backward apart, must
+stay within its committed figure + ``slack_pct`` (1 point); together these keep
+the overall MAPE within its committed figure + 1. One test per algorithm and
+pass, so pytest-xdist runs them side by side. To accept a deliberate change of accuracy:
 ``tilesim report --update-baseline`` (and commit accuracy.json).
 
 Skipped while no measurement file is committed yet.
@@ -28,8 +28,10 @@ def _validate_files():
     return files
 
 
-@pytest.mark.parametrize("algo", ALGOS)
-def test_accuracy_has_not_regressed(algo):
+@pytest.mark.parametrize(
+    "algo, pass_", [(a, "fwd") for a in ALGOS] + [(a, "bwd") for a in ALGOS if a != "v3"]
+)
+def test_accuracy_has_not_regressed(algo, pass_):
     if not _validate_files():
         pytest.skip("no GPU measurements committed in validate/results/ yet")
     baseline = report.load_baseline()
@@ -37,9 +39,12 @@ def test_accuracy_has_not_regressed(algo):
         "validate/results/ holds measurements but no accuracy.json: run "
         "`tilesim report --update-baseline` and commit it"
     )
-    committed = baseline.get("by_algo", {}).get(algo)
+    if pass_ == "fwd":
+        committed = baseline.get("by_algo", {}).get(algo)
+    else:
+        committed = baseline.get("by_pass_algo", {}).get(pass_, {}).get(algo)
     if committed is None:
-        pytest.skip(f"the baseline has no measured {algo} point")
+        pytest.skip(f"the baseline has no measured {algo} {pass_} point")
     paths = [report.RESULTS_DIR / name for name in baseline["files"]]
     missing = [p.name for p in paths if not p.exists()]
     assert not missing, f"accuracy.json names files that are gone: {missing}"
@@ -49,18 +54,19 @@ def test_accuracy_has_not_regressed(algo):
         preset=baseline["preset"],
         fidelity="fast",
         algos=(algo,),
+        passes=(pass_,),
         measured_clock=baseline.get("sm_clock", "measured") == "measured",
     )
     predicted = result.predicted()
     # a point the model can no longer predict is a regression too
     assert len(predicted) == committed["n"], (
-        f"{algo}: {len(predicted)} points predicted, the baseline had {committed['n']}: "
+        f"{algo} {pass_}: {len(predicted)} points predicted, the baseline had {committed['n']}: "
         + "; ".join(f"{p.workload} {p.error}" for p in result.points if p.predicted_s is None)
     )
     mape = result.summary()["overall"]["mape_pct"]
     limit = committed["mape_pct"] + baseline.get("slack_pct", report.BASELINE_SLACK_PCT)
     assert mape <= limit, (
-        f"{algo}: MAPE {mape:.2f}% against the committed measurements is above the committed "
-        f"{committed['mape_pct']:.2f}% + slack; if the change is deliberate, run "
+        f"{algo} {pass_}: MAPE {mape:.2f}% against the committed measurements is above "
+        f"the committed {committed['mape_pct']:.2f}% + slack; if the change is deliberate, run "
         "`tilesim report --update-baseline`"
     )
