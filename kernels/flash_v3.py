@@ -277,22 +277,29 @@ def launch_warps(config) -> int:
 
 
 # Triton 3.6's Hopper warp-specialised build of this kernel deadlocked on an H200
-# (kernels/TUNING.md); it runs only where this variable is set to 1, for investigation.
+# (kernels/TUNING.md); warp_specialize=True runs the Gluon kernel (flash_v3_gluon.py)
+# instead, and Triton's own build only where this variable is set to 1, for investigation.
 WARP_SPECIALIZE_ENV = "TILESIM_V3_WARP_SPECIALIZE"
+
+
+def compiler_warp_specialize() -> bool:
+    """True when warp_specialize=True should run Triton's own (hung) build, not Gluon's."""
+    return os.environ.get(WARP_SPECIALIZE_ENV) == "1"
 
 
 def check_config(config) -> str | None:
     """Why ``config`` cannot run as v3, or None."""
+    if config.pingpong and not config.warp_specialize:
+        return "v3 ping-pong needs warp_specialize=True (the Gluon kernel)"
+    if config.warp_specialize and not compiler_warp_specialize():
+        # warp_specialize=True runs the hand-written Gluon kernel (flash_v3_gluon.py)
+        from . import flash_v3_gluon
+
+        return flash_v3_gluon.check_config(config)
     if config.pingpong:
         return (
-            "v3 has no explicit ping-pong between consumer warpgroups (Triton cannot "
-            "express it); use pingpong=False"
-        )
-    if config.warp_specialize and os.environ.get(WARP_SPECIALIZE_ENV) != "1":
-        return (
-            "v3 warp_specialize=True is disabled: Triton 3.6's warp-specialised kernel "
-            "deadlocked on an H200 (kernels/TUNING.md); use warp_specialize=False, or set "
-            f"{WARP_SPECIALIZE_ENV}=1 to try it"
+            "v3 ping-pong needs the Gluon kernel; Triton's own warp specialisation "
+            f"({WARP_SPECIALIZE_ENV}=1) cannot express it"
         )
     if config.warp_specialize and (config.num_warps != 8 or config.block_m != 128):
         return (
@@ -313,6 +320,13 @@ def launches(
     q, k, v, causal, sm_scale, config, out, *, q_scale=1.0, k_scale=1.0, v_scale=1.0, lse=None
 ):
     """The launches of v3 [(name, run)]: for fp8 first the V transpose, then the kernel."""
+    if config.warp_specialize and not compiler_warp_specialize():
+        from . import flash_v3_gluon
+
+        return flash_v3_gluon.launches(
+            q, k, v, causal, sm_scale, config, out, q_scale=q_scale, k_scale=k_scale,
+            v_scale=v_scale, lse=lse,
+        )
     if TensorDescriptor is None:  # pragma: no cover - triton too old
         raise RuntimeError("v3 needs triton.tools.tensor_descriptor (triton >= 3.3)")
     batch, heads, n_q, d = q.shape

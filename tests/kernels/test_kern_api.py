@@ -106,15 +106,17 @@ def test_import_without_torch_gives_one_clear_line():
 
 
 def test_v3_refuses_what_it_cannot_run(monkeypatch):
-    """No ping-pong ever; warp specialisation (deadlocked on an H200) only when asked for."""
-    from tilesim.kernels import flash_v3
+    """Ping-pong only with warp specialisation, which runs the Gluon kernel; Triton's own
+    warp-specialised build (deadlocked on an H200) only when asked for, without ping-pong."""
+    from tilesim.kernels import flash_v3, flash_v3_gluon
 
     assert flash_v3.check_config(KernelConfig(128, 128, 8, 3, "wgmma")) is None
     assert "ping-pong" in flash_v3.check_config(KernelConfig(128, 128, 8, 2, pingpong=True))
     ws = KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True)
     monkeypatch.delenv(flash_v3.WARP_SPECIALIZE_ENV, raising=False)
-    assert "deadlocked" in flash_v3.check_config(ws)
+    assert flash_v3.check_config(ws) == flash_v3_gluon.check_config(ws)
     monkeypatch.setenv(flash_v3.WARP_SPECIALIZE_ENV, "1")
     assert flash_v3.check_config(ws) is None
+    assert "ping-pong" in flash_v3.check_config(ws.replace(pingpong=True))
     assert "num_warps=8" in flash_v3.check_config(ws.replace(num_warps=4))
     assert flash_v3.launch_warps(ws) == 4  # Triton adds the producer and second consumer group

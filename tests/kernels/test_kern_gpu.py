@@ -125,8 +125,11 @@ def test_v3_rejects_configs_it_cannot_run():
     q, k, v = make_qkv(1, 2, 256, 256, 128, torch.float16, "cuda", seed=1)
     with pytest.raises(TilesimError, match="ping-pong"):
         K.attention(q, k, v, algo="v3", config=KernelConfig(128, 128, 8, 2, pingpong=True))
-    with pytest.raises(TilesimError, match="warp_specialize=True is disabled"):
-        K.attention(q, k, v, algo="v3", config=KernelConfig(128, 128, 8, 2, warp_specialize=True))
+    # warp_specialize=True runs the Gluon kernel (test_kern_v3_gluon_gpu.py), which has no
+    # persistent grid
+    ws = KernelConfig(128, 128, 8, 2, warp_specialize=True, persistent=True)
+    with pytest.raises(TilesimError, match="persistent"):
+        K.attention(q, k, v, algo="v3", config=ws)
 
 
 def test_standard_launches_are_three_kernels():

@@ -1,0 +1,551 @@
+"""FlashAttention-3 forward for Hopper written in Gluon: explicit warp specialisation.
+
+Triton's compiler-driven ``warp_specialize=True`` build of ``flash_v3`` deadlocked
+on an H200 with Triton 3.6 (kernels/TUNING.md). This kernel writes the FA3
+schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
+
+* **Producer warp** (a worker partition of 1 warp, ``setmaxnreg`` down to
+  ``PRODUCER_REGS``): TMA loads of the CTA's two Q tiles, then K and V blocks
+  into a ``num_stages``-deep ring of shared-memory slots. Each slot has a
+  "ready" mbarrier (TMA transaction bytes) and an "empty" mbarrier that both
+  consumer warpgroups arrive on once their wgmmas stopped reading it.
+* **Two consumer warpgroups** (the default partition and a 4-warp worker
+  partition), each owning 64 of the CTA's 128 Q rows with its own
+  online-softmax state: S = Q Kᵀ by wgmma from shared memory, P kept in
+  registers as the A operand of O += P V.
+* **Intra-warpgroup overlap**: iteration j issues S(j) = Q K(j)ᵀ and then
+  O += P(j-1) V(j-1) before waiting for S(j) only, so the softmax of block j
+  runs while the tensor cores still do P V of block j-1 (FA3 §3.2).
+* **Ping-pong** (``PINGPONG``): warpgroup w waits on mbarrier ``sched[w]``
+  before issuing its two GEMMs and arrives on ``sched[1-w]`` after, so the two
+  warpgroups issue their GEMMs in alternation and one's softmax overlaps the
+  other's GEMMs (FA3 §3.1; FA3 uses named barriers, Gluon 3.6 has mbarriers).
+* **FP8** e4m3 with per-tensor descales, P rounded to e4m3, V passed
+  transposed (K-major, as fp8 wgmma needs) by ``flash_v3.transpose_v``.
+
+Rows past the end of a head (N not a multiple of 128) are read from the next
+head (flat [B·H·N, d] descriptors) and never stored; K/V columns past the end
+are masked to -inf. Causal masking is top-left (row i sees columns j <= i); only
+blocks that straddle the diagonal or the end of K/V take the mask.
+
+Importing this module never fails: without Gluon (an older Triton, or a newer
+one whose API differs) ``AVAILABLE`` is False and ``launches`` raises a one-line
+TilesimError.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from ..errors import TilesimError
+from ._common import LN2, LOG2E
+
+try:  # Gluon is experimental: its API moved between Triton releases
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    AVAILABLE = callable(getattr(gl, "warp_specialize", None))
+except Exception:  # noqa: BLE001 - any import failure means "not available"
+    AVAILABLE = False
+
+WG_M = 64  # Q rows per consumer warpgroup (wgmma's M is 64 per warpgroup)
+BLOCK_M = 2 * WG_M  # Q rows per CTA: two consumer warpgroups
+PRODUCER_REGS = 24  # registers per thread left to the TMA warp (setmaxnreg)
+CONSUMER_REGS = 240  # registers per thread of the worker consumer warpgroup
+SUPPORTED_HEAD_DIMS = (64, 128)
+
+if AVAILABLE:
+    _LN2 = gl.constexpr(LN2)
+
+    @gluon.jit
+    def _producer(
+        desc_q,
+        desc_k,
+        desc_v,
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bar,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        start_m,
+        off_bh,
+        n_q,
+        n_kv,
+        n_blocks,
+        HEAD_DIM: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+        FP8: gl.constexpr,
+    ):
+        """The TMA warp: both Q tiles once, then K and V block by block into the ring."""
+        q_row0 = off_bh * n_q + start_m * (2 * desc_q.block_type.shape[0])
+        for wg in gl.static_range(2):
+            mbarrier.expect(q_bar.index(wg), desc_q.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                desc_q,
+                [q_row0 + wg * desc_q.block_type.shape[0], 0],
+                q_bar.index(wg),
+                q_smem.index(wg),
+            )
+        kv_row0 = off_bh * n_kv
+        vt_row0 = off_bh * HEAD_DIM
+        for j in range(n_blocks):
+            s = j % STAGES
+            # the slot's previous use ended when both consumers arrived on "empty";
+            # the first round waits on the (already complete) phase before phase 0
+            phase = ((j // STAGES) & 1) ^ 1
+            mbarrier.wait(k_empty.index(s), phase)
+            mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                desc_k, [kv_row0 + j * BLOCK_N, 0], k_ready.index(s), k_smem.index(s)
+            )
+            mbarrier.wait(v_empty.index(s), phase)
+            mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
+            if FP8:  # a [d, block_n] tile of Vᵀ
+                tma.async_copy_global_to_shared(
+                    desc_v, [vt_row0, j * BLOCK_N], v_ready.index(s), v_smem.index(s)
+                )
+            else:
+                tma.async_copy_global_to_shared(
+                    desc_v, [kv_row0 + j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s)
+                )
+
+    @gluon.jit
+    def _softmax(
+        s,
+        m_i,
+        l_i,
+        start_n,
+        rows,
+        n_kv,
+        qk_scale,
+        s_layout: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        CAUSAL: gl.constexpr,
+        MASK: gl.constexpr,
+        hi_full,
+    ):
+        """Online softmax of one S block (exp2 domain): P, the new m and l, and O's factor."""
+        if MASK:  # noqa: SIM102 - MASK is a constexpr, start_n a run-time value
+            if start_n >= hi_full:  # only blocks at the diagonal / the end of K/V
+                cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+                keep = gl.expand_dims(cols < n_kv, 0)
+                if CAUSAL:
+                    keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+                s = gl.where(keep, s, -float("inf"))
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        alpha = gl.exp2(m_i - m_new)
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+        l_i = l_i * alpha + gl.sum(p, 1)
+        return p, m_new, l_i, alpha
+
+    @gluon.jit
+    def _consumer(
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bar,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        sched,
+        Out,
+        LSE,
+        qk_scale,
+        out_scale,
+        start_m,
+        off_bh,
+        n_q,
+        n_kv,
+        n_blocks,
+        hi_full,
+        stride_om,
+        WG: gl.constexpr,
+        HEAD_DIM: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+        CAUSAL: gl.constexpr,
+        MASK: gl.constexpr,
+        FP8: gl.constexpr,
+        PINGPONG: gl.constexpr,
+    ):
+        """One consumer warpgroup: 64 rows of Q, the whole K/V loop, the epilogue."""
+        WGM: gl.constexpr = q_smem.shape[1]
+        dtype: gl.constexpr = q_smem.dtype
+        k_inst: gl.constexpr = 256 // dtype.primitive_bitwidth
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, k_inst]
+        )
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, k_inst]
+        )
+        p_layout: gl.constexpr = gl.DotOperandLayout(
+            operand_index=0, parent=o_layout, k_width=32 // dtype.primitive_bitwidth
+        )
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+        rows = start_m * (2 * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_s)
+        m_i = gl.full([WGM], -float("inf"), gl.float32, layout=row_s)
+        l_i = gl.full([WGM], 0.0, gl.float32, layout=row_s)
+        acc = gl.zeros([WGM, HEAD_DIM], gl.float32, layout=o_layout)
+        s_zero = gl.zeros([WGM, BLOCK_N], gl.float32, layout=s_layout)
+        q = q_smem.index(WG)
+        mbarrier.wait(q_bar.index(WG), 0)
+        sched_phase = 0
+
+        # -- block 0: S(0) and its softmax, nothing to overlap with yet --
+        if PINGPONG:
+            mbarrier.wait(sched.index(WG), sched_phase)
+            sched_phase ^= 1
+        mbarrier.wait(k_ready.index(0), 0)
+        k = k_smem.index(0)
+        s_tok = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(sched.index(1 - WG))
+        s, q, k = warpgroup_mma_wait(0, deps=(s_tok, q, k))
+        mbarrier.arrive(k_empty.index(0))
+        p, m_i, l_i, alpha = _softmax(
+            s, m_i, l_i, 0, rows, n_kv, qk_scale, s_layout, BLOCK_N, CAUSAL, MASK, hi_full
+        )
+
+        # -- steady state: S(j) and P(j-1) V(j-1) in flight, softmax(j) under P V --
+        for j in range(1, n_blocks):
+            s_idx = j % STAGES
+            s_phase = (j // STAGES) & 1
+            v_idx = (j - 1) % STAGES
+            v_phase = ((j - 1) // STAGES) & 1
+            if PINGPONG:
+                mbarrier.wait(sched.index(WG), sched_phase)
+                sched_phase ^= 1
+            mbarrier.wait(k_ready.index(s_idx), s_phase)
+            k = k_smem.index(s_idx)
+            s_tok = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            mbarrier.wait(v_ready.index(v_idx), v_phase)
+            v = v_smem.index(v_idx)
+            if FP8:
+                v = v.permute((1, 0))
+            o_tok = warpgroup_mma(p_op, v, acc, is_async=True)
+            if PINGPONG:
+                mbarrier.arrive(sched.index(1 - WG))
+            s, q, k = warpgroup_mma_wait(1, deps=(s_tok, q, k))
+            mbarrier.arrive(k_empty.index(s_idx))
+            p, m_i, l_i, alpha = _softmax(
+                s,
+                m_i,
+                l_i,
+                j * BLOCK_N,
+                rows,
+                n_kv,
+                qk_scale,
+                s_layout,
+                BLOCK_N,
+                CAUSAL,
+                MASK,
+                hi_full,
+            )
+            acc, v = warpgroup_mma_wait(0, deps=(o_tok, v))
+            mbarrier.arrive(v_empty.index(v_idx))
+
+        # -- the last P V --
+        last = n_blocks - 1
+        v_idx = last % STAGES
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        mbarrier.wait(v_ready.index(v_idx), (last // STAGES) & 1)
+        v = v_smem.index(v_idx)
+        if FP8:
+            v = v.permute((1, 0))
+        o_tok = warpgroup_mma(p_op, v, acc, is_async=True)
+        acc, v = warpgroup_mma_wait(0, deps=(o_tok, v))
+        mbarrier.arrive(v_empty.index(v_idx))
+
+        # -- epilogue: 1/l (and V's descale), log-sum-exp, masked stores --
+        lse = (m_i + gl.log2(l_i)) * _LN2
+        gl.store(LSE + off_bh.to(gl.int64) * n_q + rows, lse, mask=rows < n_q)
+        scale = gl.convert_layout(out_scale / l_i, row_o)
+        out = (acc * gl.expand_dims(scale, 1)).to(Out.dtype.element_ty)
+        rows_o = start_m * (2 * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_o)
+        cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        offs = (off_bh.to(gl.int64) * n_q + rows_o.to(gl.int64)) * stride_om
+        ptrs = Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0)
+        gl.store(ptrs, out, mask=gl.expand_dims(rows_o < n_q, 1))
+
+    @gluon.jit
+    def _v3_gluon_fwd(
+        desc_q,
+        desc_k,
+        desc_v,
+        Out,
+        LSE,
+        qk_scale,
+        out_scale,
+        n_q,
+        n_kv,
+        stride_om,
+        HEAD_DIM: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+        CAUSAL: gl.constexpr,
+        MASK: gl.constexpr,
+        FP8: gl.constexpr,
+        PINGPONG: gl.constexpr,
+        PRODUCER_REGS: gl.constexpr,
+        CONSUMER_REGS: gl.constexpr,
+    ):
+        WGM: gl.constexpr = desc_q.block_type.shape[0]
+        n_m = gl.num_programs(0)
+        start_m = gl.program_id(0)
+        if CAUSAL:
+            start_m = n_m - 1 - start_m  # longest K/V loops first
+        off_bh = gl.program_id(1)
+        hi = gl.minimum((start_m + 1) * (2 * WGM), n_kv) if CAUSAL else n_kv
+        n_blocks = gl.cdiv(hi, BLOCK_N)
+        # blocks starting at or past hi_full need the mask (diagonal / partial end)
+        hi_full = n_kv // BLOCK_N * BLOCK_N
+        if CAUSAL:
+            hi_full = gl.minimum(hi_full, (start_m * (2 * WGM)) // BLOCK_N * BLOCK_N)
+
+        dtype: gl.constexpr = desc_q.dtype
+        q_smem = gl.allocate_shared_memory(dtype, [2, WGM, HEAD_DIM], desc_q.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES] + desc_v.block_type.shape, desc_v.layout)
+        bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
+        q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
+        sched = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
+        k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+        v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+        k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+        v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+        for i in gl.static_range(2):
+            mbarrier.init(q_bar.index(i), count=1)
+            mbarrier.init(sched.index(i), count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer warpgroup
+            mbarrier.init(v_empty.index(i), count=2)
+        if PINGPONG:
+            # warpgroup 0 issues its GEMMs first
+            mbarrier.arrive(sched.index(0))
+
+        gl.warp_specialize(
+            [
+                (
+                    _consumer,
+                    (
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_bar,
+                        k_ready,
+                        v_ready,
+                        k_empty,
+                        v_empty,
+                        sched,
+                        Out,
+                        LSE,
+                        qk_scale,
+                        out_scale,
+                        start_m,
+                        off_bh,
+                        n_q,
+                        n_kv,
+                        n_blocks,
+                        hi_full,
+                        stride_om,
+                        0,
+                        HEAD_DIM,
+                        BLOCK_N,
+                        STAGES,
+                        CAUSAL,
+                        MASK,
+                        FP8,
+                        PINGPONG,
+                    ),
+                ),
+                (
+                    _consumer,
+                    (
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_bar,
+                        k_ready,
+                        v_ready,
+                        k_empty,
+                        v_empty,
+                        sched,
+                        Out,
+                        LSE,
+                        qk_scale,
+                        out_scale,
+                        start_m,
+                        off_bh,
+                        n_q,
+                        n_kv,
+                        n_blocks,
+                        hi_full,
+                        stride_om,
+                        1,
+                        HEAD_DIM,
+                        BLOCK_N,
+                        STAGES,
+                        CAUSAL,
+                        MASK,
+                        FP8,
+                        PINGPONG,
+                    ),
+                ),
+                (
+                    _producer,
+                    (
+                        desc_q,
+                        desc_k,
+                        desc_v,
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_bar,
+                        k_ready,
+                        v_ready,
+                        k_empty,
+                        v_empty,
+                        start_m,
+                        off_bh,
+                        n_q,
+                        n_kv,
+                        n_blocks,
+                        HEAD_DIM,
+                        BLOCK_N,
+                        STAGES,
+                        FP8,
+                    ),
+                ),
+            ],
+            [4, 1],
+            [CONSUMER_REGS, PRODUCER_REGS],
+        )
+
+
+SMEM_LIMIT_BYTES = 232_448  # sm_90: 227 KiB of shared memory per CTA (opt-in)
+
+
+def smem_bytes(head_dim: int, block_n: int, stages: int, elem_bytes: int) -> int:
+    """Shared memory of one CTA: two Q tiles, ``stages`` K and V slots, barriers."""
+    tiles = BLOCK_M * head_dim + 2 * stages * block_n * head_dim
+    return tiles * elem_bytes + 8 * (4 + 4 * stages)
+
+
+def check_config(config, head_dim: int | None = None, elem_bytes: int = 2) -> str | None:
+    """Why the Gluon kernel cannot run ``config`` (one line), or None."""
+    if not AVAILABLE:
+        return (
+            "v3 warp_specialize=True runs a Gluon kernel, which needs Triton 3.6's "
+            "triton.experimental.gluon (gl.warp_specialize); this Triton has not got it"
+        )
+    if config.block_m != BLOCK_M or config.num_warps != 8:
+        return (
+            "v3 warp_specialize=True needs block_m=128 and num_warps=8 (two consumer "
+            f"warpgroups of 64 rows), got block_m={config.block_m} num_warps={config.num_warps}"
+        )
+    if config.block_n not in (64, 128):
+        return f"v3 warp_specialize=True needs block_n 64 or 128, got {config.block_n}"
+    if config.persistent:
+        return "v3 warp_specialize=True has no persistent grid; use persistent=False"
+    if head_dim is not None:
+        if head_dim not in SUPPORTED_HEAD_DIMS:
+            return f"v3 warp_specialize=True supports head_dim 64 and 128, got {head_dim}"
+        need = smem_bytes(head_dim, config.block_n, config.num_stages, elem_bytes)
+        if need > SMEM_LIMIT_BYTES:
+            return (
+                f"v3 warp_specialize=True with num_stages={config.num_stages} needs {need} B "
+                f"of shared memory per CTA (limit {SMEM_LIMIT_BYTES}); use fewer stages"
+            )
+    return None
+
+
+def _gl_dtype(dtype):
+    return {
+        torch.float16: gl.float16,
+        torch.bfloat16: gl.bfloat16,
+        torch.float8_e4m3fn: gl.float8e4nv,
+    }[dtype]
+
+
+def _descriptor(t2d, block_shape):
+    layout = gl.NVMMASharedLayout.get_default_for(block_shape, _gl_dtype(t2d.dtype))
+    return GluonDescriptor.from_tensor(t2d, block_shape, layout)
+
+
+def launches(
+    q, k, v, causal, sm_scale, config, out, *, q_scale=1.0, k_scale=1.0, v_scale=1.0, lse=None
+):
+    """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel."""
+    from .flash_v3 import transpose_v  # the same fp8 V transpose launch as the Triton v3
+
+    batch, heads, n_q, d = q.shape
+    n_kv = k.shape[2]
+    fp8 = q.dtype == torch.float8_e4m3fn
+    problem = check_config(config, d, q.element_size())
+    if problem:
+        raise TilesimError(problem)
+    bn = config.block_n
+    q, k = q.contiguous(), k.contiguous()
+    if lse is None:
+        lse = torch.empty((batch * heads, n_q), dtype=torch.float32, device=q.device)
+    desc_q = _descriptor(q.view(-1, d), [WG_M, d])
+    desc_k = _descriptor(k.view(-1, d), [bn, d])
+    runs = []
+    if fp8:
+        n_pad = triton.cdiv(n_kv, 16) * 16
+        vt = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
+        runs.append(("v3_transpose_v", lambda: transpose_v(v, vt)))
+        desc_v = _descriptor(vt.view(-1, n_pad), [d, bn])
+    else:
+        desc_v = _descriptor(v.contiguous().view(-1, d), [bn, d])
+    grid = (triton.cdiv(n_q, BLOCK_M), batch * heads)
+    args = (
+        desc_q,
+        desc_k,
+        desc_v,
+        out,
+        lse,
+        sm_scale * q_scale * k_scale * LOG2E,
+        v_scale,
+        n_q,
+        n_kv,
+        out.stride(2),
+    )
+    meta = dict(
+        HEAD_DIM=d,
+        BLOCK_N=bn,
+        STAGES=config.num_stages,
+        CAUSAL=causal,
+        MASK=causal or n_kv % bn != 0,
+        FP8=fp8,
+        PINGPONG=config.pingpong,
+        PRODUCER_REGS=PRODUCER_REGS,
+        CONSUMER_REGS=CONSUMER_REGS,
+        num_warps=4,  # the default partition: consumer warpgroup 0
+    )
+
+    def run():
+        _v3_gluon_fwd[grid](*args, **meta)
+
+    runs.append(("v3_fwd", run))
+    return runs
