@@ -37,6 +37,7 @@ VARIANTS = {  # name -> KernelConfig (None: the API's default v3 config)
     "gluon_pp_s2": KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True, pingpong=True),
     "gluon_nopp_s2": KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True),
     "gluon_pp_s3": KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True, pingpong=True),
+    "gluon_nopp_s3": KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True),
 }
 
 
