@@ -344,7 +344,18 @@ def _fmt_row(row: dict) -> str:
 # -- the GPU run ------------------------------------------------------------------------------
 
 
-STEPS = ("hbm", "l2", "latency", "tensor", "clock", "exp2", "fp32", "vector", "launch")
+STEPS = (
+    "hbm",
+    "l2",
+    "latency",
+    "loaded_latency",
+    "tensor",
+    "clock",
+    "exp2",
+    "fp32",
+    "vector",
+    "launch",
+)
 
 
 def check_steps(only: Sequence[str] | None) -> tuple[str, ...]:
@@ -386,6 +397,7 @@ def run_calibration(
             ("hbm", "HBM bandwidth", bench.hbm),
             ("l2", "L2 bandwidth curve", bench.l2),
             ("latency", "latency (pointer chase)", bench.latency),
+            ("loaded_latency", "latency under streaming load", bench.loaded_latency),
             ("tensor", "tensor cores (tl.dot loops)", bench.tensor),
             ("clock", "sustained SM clock", bench.sustained_clock),
             ("exp2", "exp2 (SFU)", bench.exp2),

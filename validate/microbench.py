@@ -162,6 +162,48 @@ def _chase(next_ptr, pos_ptr, steps):
 
 
 @triton.jit
+def _globaltimer():
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _chase_under_load(
+    next_ptr,  # int64 pointer-chase cycle (as `_chase`)
+    pos_ptr,  # *int64 [1]: where the chase starts and stops
+    ns_ptr,  # *int64 [2]: %globaltimer before and after the chase
+    steps,  # dependent loads of the chase
+    x_ptr,  # *fp32 streamed buffer of n_blocks * BLOCK elements
+    out_ptr,  # *fp32 [grid * BLOCK] partial sums of the streamers
+    n_blocks,
+    passes,  # times the streamers read the buffer
+    BLOCK: tl.constexpr,
+):
+    # program 0 chases pointers and times itself; the others stream reads meanwhile
+    pid = tl.program_id(0)
+    if pid == 0:
+        idx = tl.load(pos_ptr)
+        t0 = _globaltimer()
+        for _ in range(steps):
+            idx = tl.load(next_ptr + idx, cache_modifier=".cg")
+        t1 = _globaltimer()
+        tl.store(pos_ptr, idx)
+        tl.store(ns_ptr, t0)
+        tl.store(ns_ptr + 1, t1)
+    else:
+        nprog = tl.num_programs(0) - 1
+        me = pid - 1
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for r in range(passes):
+            start = (me + r) % nprog
+            for j in range(start, n_blocks, nprog):
+                acc += tl.load(x_ptr + j * BLOCK + offs, cache_modifier=".cg")
+        tl.store(out_ptr + me * BLOCK + offs, acc)
+
+
+@triton.jit
 def _empty(x_ptr):
     pass
 
@@ -335,6 +377,76 @@ class Bench:
                     steps=steps,
                 )
             )
+
+    def loaded_latency(self, loads_per_sm=(0, 1, 2, 4, 8)) -> None:
+        """Pointer-chase latency while the other CTAs stream reads (the latency a load
+        sees behind a busy memory system), for HBM and for L2, at several stream loads.
+
+        One launch: program 0 chases 4000 dependent loads and reads %globaltimer
+        around them; programs 1.. stream-read (HBM: a 2 GiB buffer; L2: a 24 MiB one,
+        L2-resident) for longer than the chase takes. The stream's own bandwidth at
+        that grid is timed alone, so each latency comes with the load it was under.
+        """
+        block = READ_BLOCK
+        steps = 1000 if self.quick else 4000
+        stride = 32
+        cases = (("hbm", GiB, 2 * GiB), ("l2", 4 * MiB, 24 * MiB))
+        for level, chase_bytes, stream_bytes in cases:
+            nodes = chase_bytes // (8 * stride)
+            gen = torch.Generator(device="cuda").manual_seed(1234)
+            perm = torch.randperm(nodes, device="cuda", generator=gen) * stride
+            nxt = torch.zeros(nodes * stride, dtype=torch.int64, device="cuda")
+            nxt[perm] = torch.roll(perm, -1)
+            pos = torch.zeros(1, dtype=torch.int64, device="cuda")
+            ns = torch.zeros(2, dtype=torch.int64, device="cuda")
+            n_blocks = stream_bytes // (4 * block)
+            x = torch.rand(n_blocks * block, device="cuda")
+            if level == "l2":  # warm the chase cycle into L2
+                _chase[(1,)](nxt, pos, nodes, num_warps=1)
+            for per_sm in loads_per_sm:
+                streamers = self.sm_count * per_sm
+                out = torch.empty(max(1, streamers) * block, device="cuda")
+                # the stream alone: its bandwidth at this grid, and a pass count that
+                # outlasts the chase (latency x steps, with a 3x margin)
+                if streamers:
+                    grid = (streamers,)
+                    _stream_read[grid](x, out, n_blocks, 1, BLOCK=block)
+                    _check_close(out.double().sum(), x.double().sum(), "stream_read")
+                    probe = 1 if level == "hbm" else 200  # passes: launch cost stays small
+                    t1, _, _ = self.timed(
+                        lambda: _stream_read[grid](x, out, n_blocks, probe, BLOCK=block),  # noqa: B023
+                        min_time_s=0.05,
+                        max_calls=40,
+                    )
+                    bw = stream_bytes * probe / t1
+                    passes = max(1, int(3 * steps * 2e-6 / (t1 / probe)))
+                else:
+                    bw, passes = 0.0, 0
+                samples = []
+                for _ in range(5):
+                    _chase_under_load[(1 + streamers,)](
+                        nxt, pos, ns, steps, x, out, n_blocks, passes, BLOCK=block, num_warps=4
+                    )
+                    torch.cuda.synchronize()
+                    t0, t1 = ns.tolist()
+                    samples.append((t1 - t0) * 1e-9 / steps)
+                self.add(
+                    measurement(
+                        f"{level}_latency_loaded@{per_sm}",
+                        median(samples),
+                        "s",
+                        f"pointer chase ({chase_bytes / MiB:g} MiB, {steps} hops, %globaltimer) "
+                        f"while {streamers} CTAs ({per_sm}/SM) stream-read "
+                        f"{stream_bytes / MiB:g} MiB",
+                        samples,
+                        streamers=streamers,
+                        stream_Bps=bw,
+                    )
+                )
+                self.log(
+                    f"  {level} latency with {per_sm} streaming CTAs/SM "
+                    f"({bw / 1e12:.2f} TB/s): {median(samples) * 1e9:.0f} ns"
+                )
 
     # -- compute ------------------------------------------------------------------------
     def tensor(self, shapes=((128, 128, 64), (128, 64, 128), (128, 128, 128))) -> None:
