@@ -59,7 +59,7 @@ except Exception:  # noqa: BLE001 - any import failure means "not available"
 WG_M = 64  # Q rows per consumer warpgroup (wgmma's M is 64 per warpgroup)
 BLOCK_M = 2 * WG_M  # Q rows per CTA: two consumer warpgroups
 PRODUCER_REGS = 24  # registers per thread left to the TMA warp (setmaxnreg)
-CONSUMER_REGS = 240  # registers per thread of the worker consumer warpgroup
+CONSUMER_REGS = 240  # registers per thread of a worker consumer warpgroup
 SUPPORTED_HEAD_DIMS = (64, 128)
 
 if AVAILABLE:
@@ -89,8 +89,9 @@ if AVAILABLE:
         FP8: gl.constexpr,
     ):
         """The TMA warp: both Q tiles once, then K and V block by block into the ring."""
-        q_row0 = off_bh * n_q + start_m * (2 * desc_q.block_type.shape[0])
-        for wg in gl.static_range(2):
+        NUM_WG: gl.constexpr = q_smem.shape[0]
+        q_row0 = off_bh * n_q + start_m * (NUM_WG * desc_q.block_type.shape[0])
+        for wg in gl.static_range(NUM_WG):
             mbarrier.expect(q_bar.index(wg), desc_q.block_type.nbytes)
             tma.async_copy_global_to_shared(
                 desc_q,
@@ -197,7 +198,8 @@ if AVAILABLE:
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-        rows = start_m * (2 * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_s)
+        NUM_WG: gl.constexpr = q_smem.shape[0]
+        rows = start_m * (NUM_WG * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_s)
         m_i = gl.full([WGM], -float("inf"), gl.float32, layout=row_s)
         l_i = gl.full([WGM], 0.0, gl.float32, layout=row_s)
         acc = gl.zeros([WGM, HEAD_DIM], gl.float32, layout=o_layout)
@@ -214,7 +216,7 @@ if AVAILABLE:
         k = k_smem.index(0)
         s_tok = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         if PINGPONG:
-            mbarrier.arrive(sched.index(1 - WG))
+            mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
         s, q, k = warpgroup_mma_wait(0, deps=(s_tok, q, k))
         mbarrier.arrive(k_empty.index(0))
         p, m_i, l_i, alpha = _softmax(
@@ -241,7 +243,7 @@ if AVAILABLE:
                 v = v.permute((1, 0))
             o_tok = warpgroup_mma(p_op, v, acc, is_async=True)
             if PINGPONG:
-                mbarrier.arrive(sched.index(1 - WG))
+                mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
             s, q, k = warpgroup_mma_wait(1, deps=(s_tok, q, k))
             mbarrier.arrive(k_empty.index(s_idx))
             p, m_i, l_i, alpha = _softmax(
@@ -279,7 +281,7 @@ if AVAILABLE:
         gl.store(LSE + off_bh.to(gl.int64) * n_q + rows, lse, mask=rows < n_q)
         scale = gl.convert_layout(out_scale / l_i, row_o)
         out = (acc * gl.expand_dims(scale, 1)).to(Out.dtype.element_ty)
-        rows_o = start_m * (2 * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_o)
+        rows_o = start_m * (NUM_WG * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_o)
         cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
         offs = (off_bh.to(gl.int64) * n_q + rows_o.to(gl.int64)) * stride_om
         ptrs = Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0)
@@ -306,6 +308,7 @@ if AVAILABLE:
         PINGPONG: gl.constexpr,
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
+        NUM_WG: gl.constexpr,
     ):
         WGM: gl.constexpr = desc_q.block_type.shape[0]
         n_m = gl.num_programs(0)
@@ -313,152 +316,266 @@ if AVAILABLE:
         if CAUSAL:
             start_m = n_m - 1 - start_m  # longest K/V loops first
         off_bh = gl.program_id(1)
-        hi = gl.minimum((start_m + 1) * (2 * WGM), n_kv) if CAUSAL else n_kv
+        hi = gl.minimum((start_m + 1) * (NUM_WG * WGM), n_kv) if CAUSAL else n_kv
         n_blocks = gl.cdiv(hi, BLOCK_N)
         # blocks starting at or past hi_full need the mask (diagonal / partial end)
         hi_full = n_kv // BLOCK_N * BLOCK_N
         if CAUSAL:
-            hi_full = gl.minimum(hi_full, (start_m * (2 * WGM)) // BLOCK_N * BLOCK_N)
+            hi_full = gl.minimum(hi_full, (start_m * (NUM_WG * WGM)) // BLOCK_N * BLOCK_N)
 
         dtype: gl.constexpr = desc_q.dtype
-        q_smem = gl.allocate_shared_memory(dtype, [2, WGM, HEAD_DIM], desc_q.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [NUM_WG, WGM, HEAD_DIM], desc_q.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES] + desc_v.block_type.shape, desc_v.layout)
         bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
-        q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
-        sched = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], bar_layout)
+        sched = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], bar_layout)
         k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
-        for i in gl.static_range(2):
+        for i in gl.static_range(NUM_WG):
             mbarrier.init(q_bar.index(i), count=1)
             mbarrier.init(sched.index(i), count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(k_ready.index(i), count=1)
             mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer warpgroup
-            mbarrier.init(v_empty.index(i), count=2)
+            mbarrier.init(k_empty.index(i), count=NUM_WG)  # one arrival per consumer group
+            mbarrier.init(v_empty.index(i), count=NUM_WG)
         if PINGPONG:
             # warpgroup 0 issues its GEMMs first
             mbarrier.arrive(sched.index(0))
 
-        gl.warp_specialize(
-            [
-                (
-                    _consumer,
-                    (
-                        q_smem,
-                        k_smem,
-                        v_smem,
-                        q_bar,
-                        k_ready,
-                        v_ready,
-                        k_empty,
-                        v_empty,
-                        sched,
-                        Out,
-                        LSE,
-                        qk_scale,
-                        out_scale,
-                        start_m,
-                        off_bh,
-                        n_q,
-                        n_kv,
-                        n_blocks,
-                        hi_full,
-                        stride_om,
-                        0,
-                        HEAD_DIM,
-                        BLOCK_N,
-                        STAGES,
-                        CAUSAL,
-                        MASK,
-                        FP8,
-                        PINGPONG,
-                    ),
-                ),
-                (
-                    _consumer,
-                    (
-                        q_smem,
-                        k_smem,
-                        v_smem,
-                        q_bar,
-                        k_ready,
-                        v_ready,
-                        k_empty,
-                        v_empty,
-                        sched,
-                        Out,
-                        LSE,
-                        qk_scale,
-                        out_scale,
-                        start_m,
-                        off_bh,
-                        n_q,
-                        n_kv,
-                        n_blocks,
-                        hi_full,
-                        stride_om,
-                        1,
-                        HEAD_DIM,
-                        BLOCK_N,
-                        STAGES,
-                        CAUSAL,
-                        MASK,
-                        FP8,
-                        PINGPONG,
-                    ),
-                ),
-                (
-                    _producer,
-                    (
-                        desc_q,
-                        desc_k,
-                        desc_v,
-                        q_smem,
-                        k_smem,
-                        v_smem,
-                        q_bar,
-                        k_ready,
-                        v_ready,
-                        k_empty,
-                        v_empty,
-                        start_m,
-                        off_bh,
-                        n_q,
-                        n_kv,
-                        n_blocks,
-                        HEAD_DIM,
-                        BLOCK_N,
-                        STAGES,
-                        FP8,
-                    ),
-                ),
-            ],
-            [4, 1],
-            [CONSUMER_REGS, PRODUCER_REGS],
+        producer_args = (
+            desc_q,
+            desc_k,
+            desc_v,
+            q_smem,
+            k_smem,
+            v_smem,
+            q_bar,
+            k_ready,
+            v_ready,
+            k_empty,
+            v_empty,
+            start_m,
+            off_bh,
+            n_q,
+            n_kv,
+            n_blocks,
+            HEAD_DIM,
+            BLOCK_N,
+            STAGES,
+            FP8,
         )
+        # the default partition (the launch's 4 warps) is consumer warpgroup 0
+        if NUM_WG == 2:
+            gl.warp_specialize(
+                [
+                    (
+                        _consumer,
+                        (
+                            q_smem,
+                            k_smem,
+                            v_smem,
+                            q_bar,
+                            k_ready,
+                            v_ready,
+                            k_empty,
+                            v_empty,
+                            sched,
+                            Out,
+                            LSE,
+                            qk_scale,
+                            out_scale,
+                            start_m,
+                            off_bh,
+                            n_q,
+                            n_kv,
+                            n_blocks,
+                            hi_full,
+                            stride_om,
+                            0,
+                            HEAD_DIM,
+                            BLOCK_N,
+                            STAGES,
+                            CAUSAL,
+                            MASK,
+                            FP8,
+                            PINGPONG,
+                        ),
+                    ),
+                    (
+                        _consumer,
+                        (
+                            q_smem,
+                            k_smem,
+                            v_smem,
+                            q_bar,
+                            k_ready,
+                            v_ready,
+                            k_empty,
+                            v_empty,
+                            sched,
+                            Out,
+                            LSE,
+                            qk_scale,
+                            out_scale,
+                            start_m,
+                            off_bh,
+                            n_q,
+                            n_kv,
+                            n_blocks,
+                            hi_full,
+                            stride_om,
+                            1,
+                            HEAD_DIM,
+                            BLOCK_N,
+                            STAGES,
+                            CAUSAL,
+                            MASK,
+                            FP8,
+                            PINGPONG,
+                        ),
+                    ),
+                    (_producer, producer_args),
+                ],
+                [4, 1],
+                [CONSUMER_REGS, PRODUCER_REGS],
+            )
+        else:
+            gl.warp_specialize(
+                [
+                    (
+                        _consumer,
+                        (
+                            q_smem,
+                            k_smem,
+                            v_smem,
+                            q_bar,
+                            k_ready,
+                            v_ready,
+                            k_empty,
+                            v_empty,
+                            sched,
+                            Out,
+                            LSE,
+                            qk_scale,
+                            out_scale,
+                            start_m,
+                            off_bh,
+                            n_q,
+                            n_kv,
+                            n_blocks,
+                            hi_full,
+                            stride_om,
+                            0,
+                            HEAD_DIM,
+                            BLOCK_N,
+                            STAGES,
+                            CAUSAL,
+                            MASK,
+                            FP8,
+                            PINGPONG,
+                        ),
+                    ),
+                    (
+                        _consumer,
+                        (
+                            q_smem,
+                            k_smem,
+                            v_smem,
+                            q_bar,
+                            k_ready,
+                            v_ready,
+                            k_empty,
+                            v_empty,
+                            sched,
+                            Out,
+                            LSE,
+                            qk_scale,
+                            out_scale,
+                            start_m,
+                            off_bh,
+                            n_q,
+                            n_kv,
+                            n_blocks,
+                            hi_full,
+                            stride_om,
+                            1,
+                            HEAD_DIM,
+                            BLOCK_N,
+                            STAGES,
+                            CAUSAL,
+                            MASK,
+                            FP8,
+                            PINGPONG,
+                        ),
+                    ),
+                    (
+                        _consumer,
+                        (
+                            q_smem,
+                            k_smem,
+                            v_smem,
+                            q_bar,
+                            k_ready,
+                            v_ready,
+                            k_empty,
+                            v_empty,
+                            sched,
+                            Out,
+                            LSE,
+                            qk_scale,
+                            out_scale,
+                            start_m,
+                            off_bh,
+                            n_q,
+                            n_kv,
+                            n_blocks,
+                            hi_full,
+                            stride_om,
+                            2,
+                            HEAD_DIM,
+                            BLOCK_N,
+                            STAGES,
+                            CAUSAL,
+                            MASK,
+                            FP8,
+                            PINGPONG,
+                        ),
+                    ),
+                    (_producer, producer_args),
+                ],
+                [4, 4, 1],
+                [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
+            )
 
 
 SMEM_LIMIT_BYTES = 232_448  # sm_90: 227 KiB of shared memory per CTA (opt-in)
 
 
-def smem_bytes(head_dim: int, block_n: int, stages: int, elem_bytes: int) -> int:
-    """Shared memory of one CTA: two Q tiles, ``stages`` K and V slots, barriers."""
-    tiles = BLOCK_M * head_dim + 2 * stages * block_n * head_dim
-    return tiles * elem_bytes + 8 * (4 + 4 * stages)
+def smem_bytes(head_dim: int, block_n: int, stages: int, elem_bytes: int, groups: int = 2) -> int:
+    """Shared memory of one CTA: a Q tile per consumer group, ``stages`` K and V slots, barriers."""
+    tiles = groups * WG_M * head_dim + 2 * stages * block_n * head_dim
+    return tiles * elem_bytes + 8 * (2 * groups + 4 * stages)
 
 
-def check_config(config, head_dim: int | None = None, elem_bytes: int = 2) -> str | None:
-    """Why the Gluon kernel cannot run ``config`` (one line), or None."""
+def check_config(
+    config, head_dim: int | None = None, elem_bytes: int = 2, groups: int = 2
+) -> str | None:
+    """Why the Gluon kernel cannot run ``config`` (one line), or None.
+
+    ``groups`` (consumer warpgroups of 64 rows) other than 2 is an experiment that
+    KernelConfig cannot describe (block_m = 192 and 12 consumer warps are not powers of
+    two); it is reachable only through ``launches(..., consumer_groups=3)``.
+    """
     if not AVAILABLE:
         return (
             "v3 warp_specialize=True runs a Gluon kernel, which needs Triton 3.6's "
             "triton.experimental.gluon (gl.warp_specialize); this Triton has not got it"
         )
-    if config.block_m != BLOCK_M or config.num_warps != 8:
+    if groups == 2 and (config.block_m != BLOCK_M or config.num_warps != 8):
         return (
             "v3 warp_specialize=True needs block_m=128 and num_warps=8 (two consumer "
             f"warpgroups of 64 rows), got block_m={config.block_m} num_warps={config.num_warps}"
@@ -470,7 +587,7 @@ def check_config(config, head_dim: int | None = None, elem_bytes: int = 2) -> st
     if head_dim is not None:
         if head_dim not in SUPPORTED_HEAD_DIMS:
             return f"v3 warp_specialize=True supports head_dim 64 and 128, got {head_dim}"
-        need = smem_bytes(head_dim, config.block_n, config.num_stages, elem_bytes)
+        need = smem_bytes(head_dim, config.block_n, config.num_stages, elem_bytes, groups)
         if need > SMEM_LIMIT_BYTES:
             return (
                 f"v3 warp_specialize=True with num_stages={config.num_stages} needs {need} B "
@@ -493,15 +610,33 @@ def _descriptor(t2d, block_shape):
 
 
 def launches(
-    q, k, v, causal, sm_scale, config, out, *, q_scale=1.0, k_scale=1.0, v_scale=1.0, lse=None
+    q,
+    k,
+    v,
+    causal,
+    sm_scale,
+    config,
+    out,
+    *,
+    q_scale=1.0,
+    k_scale=1.0,
+    v_scale=1.0,
+    lse=None,
+    consumer_groups=2,
 ):
-    """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel."""
+    """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel.
+
+    ``consumer_groups=3`` (192 Q rows per CTA, 160 registers per consumer thread, which
+    fits without spills only with block_n = 64) is an experiment outside KernelConfig.
+    """
+    if consumer_groups not in (2, 3):
+        raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
     from .flash_v3 import transpose_v  # the same fp8 V transpose launch as the Triton v3
 
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     fp8 = q.dtype == torch.float8_e4m3fn
-    problem = check_config(config, d, q.element_size())
+    problem = check_config(config, d, q.element_size(), consumer_groups)
     if problem:
         raise TilesimError(problem)
     bn = config.block_n
@@ -518,7 +653,7 @@ def launches(
         desc_v = _descriptor(vt.view(-1, n_pad), [d, bn])
     else:
         desc_v = _descriptor(v.contiguous().view(-1, d), [bn, d])
-    grid = (triton.cdiv(n_q, BLOCK_M), batch * heads)
+    grid = (triton.cdiv(n_q, consumer_groups * WG_M), batch * heads)
     args = (
         desc_q,
         desc_k,
@@ -540,7 +675,11 @@ def launches(
         FP8=fp8,
         PINGPONG=config.pingpong,
         PRODUCER_REGS=PRODUCER_REGS,
-        CONSUMER_REGS=CONSUMER_REGS,
+        # registers: 65,536 per SM over (groups + 1) warpgroups; the default partition
+        # gets what the workers leave (240 is the most ptxas gives a thread that wgmma
+        # needs in practice; 160 with three consumer groups)
+        CONSUMER_REGS=CONSUMER_REGS if consumer_groups == 2 else 160,
+        NUM_WG=consumer_groups,
         num_warps=4,  # the default partition: consumer warpgroup 0
     )
 

@@ -5,12 +5,14 @@
 Shapes: B·N = 16k tokens, H = 16, d = 128, N in 4096, 8192, 16384, causal off and
 on, fp16 and fp8 (e4m3, per-tensor descales). Each variant (a kernel config, see
 ``VARIANTS``) runs in its own subprocess per dtype under a hard timeout, so a
-deadlocked kernel costs ``--hang-s`` seconds and nothing else. In the subprocess,
-every shape is first checked (NaN-poisoned output, fresh random inputs; every
-element written, and the first and last head against a float32 reference by row
-chunks), then timed with ``triton.testing.do_bench`` (L2 flushed, median) over
-all the variant's launches (fp8: the V transpose too). TFLOPS = 4·B·H·N²·d / t,
-half for causal. One JSON line per measurement goes to ``DIR/probe_v3_gluon.jsonl``.
+deadlocked kernel costs ``--hang-s`` seconds and nothing else. ``GROUPS3``
+variants run three consumer warpgroups (192 Q rows per CTA), which KernelConfig
+cannot describe. In the subprocess, every shape is first checked (NaN-poisoned
+output, fresh random inputs; every element written, and the first and last head
+against a float32 reference by row chunks), then timed with
+``triton.testing.do_bench`` (L2 flushed, median) over all the variant's launches
+(fp8: the V transpose too). TFLOPS = 4·B·H·N²·d / t, half for causal. One JSON
+line per measurement goes to ``DIR/probe_v3_gluon.jsonl``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 import triton
 
 from ..traces.workload import KernelConfig
-from . import launches, quantize_fp8
+from . import flash_v3_gluon, launches, quantize_fp8
 
 TOKENS, HEADS, D = 16384, 16, 128
 SEQLENS = (4096, 8192, 16384)
@@ -39,6 +41,14 @@ VARIANTS = {  # name -> KernelConfig (None: the API's default v3 config)
     "gluon_pp_s3": KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True, pingpong=True),
     "gluon_nopp_s3": KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True),
 }
+# three consumer warpgroups (192 rows per CTA): outside KernelConfig, so these call
+# flash_v3_gluon.launches(..., consumer_groups=3) directly
+GROUPS3 = {
+    "gluon3_bn64_nopp_s3": KernelConfig(128, 64, 8, 3, "wgmma", warp_specialize=True),
+    "gluon3_bn64_pp_s3": KernelConfig(128, 64, 8, 3, "wgmma", warp_specialize=True, pingpong=True),
+    "gluon3_bn64_nopp_s4": KernelConfig(128, 64, 8, 4, "wgmma", warp_specialize=True),
+}
+VARIANTS.update(GROUPS3)
 
 
 def _reference_rows(q, k, v, causal, sm_scale, bh):
@@ -84,9 +94,15 @@ def _one(variant: str, dtype: str, out_path: Path) -> None:
             )
             out = torch.full(shape, float("nan"), dtype=torch.float16, device="cuda")
             try:
-                out, runs = launches(
-                    q, k, v, causal=causal, algo="v3", config=config, out=out, **extra
-                )
+                if variant in GROUPS3:
+                    runs = flash_v3_gluon.launches(
+                        q, k, v, causal, D**-0.5, config, out, consumer_groups=3, **extra
+                    )
+                    row["consumer_groups"] = 3
+                else:
+                    out, runs = launches(
+                        q, k, v, causal=causal, algo="v3", config=config, out=out, **extra
+                    )
                 for _, run in runs:
                     run()
                 torch.cuda.synchronize()
