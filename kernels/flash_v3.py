@@ -7,14 +7,16 @@ What this kernel really uses of FlashAttention-3's techniques:
   mbarriers), ``num_stages`` deep for K and V.
 * **wgmma**: both GEMMs are asynchronous warpgroup MMAs (Triton emits them on
   sm_90); P stays in registers as the A operand of the second GEMM.
-* **Producer/consumer warp specialisation** (``config.warp_specialize``), as
-  code only: the K/V loop is ``tl.range(..., warp_specialize=True)``, which
-  Triton 3.6's Hopper pass turns into one producer warpgroup issuing TMA loads
-  and two consumer warpgroups (64 rows each, ``setmaxnreg`` register
-  reallocation) synchronised by mbarriers. That build deadlocked on an H200 in
-  its first run, so it is refused unless ``TILESIM_V3_WARP_SPECIALIZE=1``; the
-  runnable v3 is the non-specialised one: 8 warps (two warpgroups of 64 rows)
-  that issue their own TMA loads ``num_stages - 1`` blocks ahead.
+* **Producer/consumer warp specialisation** (``config.warp_specialize``): runs
+  the hand-written Gluon kernel of ``flash_v3_gluon.py`` instead (TMA producer
+  warp, two consumer warpgroups, ``setmaxnreg``, mbarrier ping-pong with
+  ``config.pingpong``, softmax(j) overlapped with P V(j-1); measured correct and
+  1.1-1.4x this kernel on the H200, kernels/TUNING.md). This module's own
+  ``tl.range(..., warp_specialize=True)`` build (Triton 3.6's Hopper pass: one
+  producer and two consumer warpgroups) deadlocked on an H200 and runs only with
+  ``TILESIM_V3_WARP_SPECIALIZE=1``. Without warp specialisation v3 is 8 warps (two
+  warpgroups of 64 rows) that issue their own TMA loads ``num_stages - 1`` blocks
+  ahead.
 * **Persistent grid** (``config.persistent``): one CTA per SM loops over
   (Q block, head) tiles; causal tiles longest first.
 * **FP8** (e4m3 inputs, ``torch.float8_e4m3fn``) with **per-tensor** descale
@@ -23,20 +25,19 @@ What this kernel really uses of FlashAttention-3's techniques:
   K-major, so V is passed transposed ([B, H, d, Nk], a separate copy, made by
   the ``v3_transpose_v`` launch) and loaded as [d, block_n] tiles.
 
-What it does not do (Triton's language does not let one express it):
+What this Triton kernel does not do (Triton's language does not let one express it;
+the Gluon kernel does the first two):
 * **ping-pong** scheduling of two consumer warpgroups with named barriers; with
   ``num_warps=8`` the 128-row tile is split between two warpgroups (64 rows each)
   that run unsynchronised, so one's softmax can overlap the other's GEMMs, but
-  no barrier enforces the alternation. ``config.pingpong`` is therefore
-  rejected, and the default configuration has it off.
+  no barrier enforces the alternation. ``config.pingpong`` without
+  ``warp_specialize`` is therefore rejected.
 * explicit intra-warpgroup overlap of softmax(j) with GEMM0(j+1): left to
   Triton's software pipeliner.
 * in-kernel V transpose for FP8 (FlashAttention-3 does it with LDSM/STSM).
 
-Measured (kernels/TUNING.md): the warp-specialised build hung on an H200 with
-Triton 3.6; the lease ended before the other v3 configurations ran on a GPU, so
-they are checked by the interpreter tests and by a local sm_90 compile only.
-``traces.config.default_config`` is FlashAttention-3's schedule (warp
+Measured (kernels/TUNING.md): Triton's warp-specialised build hung on an H200
+with Triton 3.6. ``traces.config.default_config`` is FlashAttention-3's schedule (warp
 specialisation + ping-pong), which predictions use; this kernel runs
 ``traces.config.kernel_config`` (no warp specialisation, no ping-pong, 3 stages).
 
