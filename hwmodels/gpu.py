@@ -10,6 +10,19 @@ import dataclasses
 from dataclasses import dataclass
 
 # Matrix-instruction paths: Hopper's asynchronous warpgroup MMA, and the
+# Latencies in SM cycles: their time in ns is what the memory system fixes.
+LATENCY_FIELDS = (
+    "l2_hit_latency_cycles",
+    "l2_hit_latency_50_cycles",
+    "l2_hit_latency_75_cycles",
+    "l2_hit_latency_95_cycles",
+    "hbm_latency_cycles",
+    "hbm_latency_50_cycles",
+    "hbm_latency_75_cycles",
+    "hbm_latency_95_cycles",
+)
+# Busy fractions at which the loaded latencies are given.
+LOADED_LATENCY_POINTS = (0.5, 0.75, 0.95)
 # Ampere-style warp-level mma.sync that also runs (slower) on Hopper.
 MMA_PATHS = ("wgmma", "mma_sync")
 # Element types the tensor cores take, and their sizes.
@@ -47,14 +60,24 @@ class GPU:
     # -- L2 -----------------------------------------------------------------
     l2_bytes: int  # L2 capacity
     l2_bandwidth_Bps: float  # aggregate L2 hit bandwidth
-    l2_hit_latency_cycles: float  # L2 hit latency, SM cycles
+    l2_hit_latency_cycles: float  # L2 hit latency, SM cycles (an idle memory system)
+    # The same latency while the L2 is busy 50 / 75 / 95% of the time (other CTAs
+    # streaming): requests queue in the crossbar and the L2 slices. The engine
+    # interpolates between these points (simulator/memory.py).
+    l2_hit_latency_50_cycles: float
+    l2_hit_latency_75_cycles: float
+    l2_hit_latency_95_cycles: float
 
     # -- HBM ----------------------------------------------------------------
     hbm_bytes: int  # device memory capacity
     hbm_bandwidth_Bps: float  # datasheet peak
     hbm_read_efficiency: float  # achievable fraction of peak when reading
     hbm_write_efficiency: float  # achievable fraction of peak when writing
-    hbm_latency_cycles: float  # load-to-use latency of a miss, SM cycles
+    hbm_latency_cycles: float  # load-to-use latency of a miss, SM cycles (idle HBM)
+    # ... while the HBM is busy 50 / 75 / 95% of the time (DRAM queues, bank conflicts)
+    hbm_latency_50_cycles: float
+    hbm_latency_75_cycles: float
+    hbm_latency_95_cycles: float
 
     # -- host side ------------------------------------------------------------
     launch_overhead_s: float  # time from one kernel launch to the next, empty kernel
@@ -146,11 +169,18 @@ class GPU:
         return self.with_overrides(
             {
                 "sm_clock_hz": sm_clock_hz,
-                "hbm_latency_cycles": self.hbm_latency_cycles * ratio,
-                "l2_hit_latency_cycles": self.l2_hit_latency_cycles * ratio,
+                **{f: getattr(self, f) * ratio for f in LATENCY_FIELDS},
             },
             name=f"{self.name}@{sm_clock_hz / 1e6:.0f}MHz",
         )
+
+    def latency_curve(self, level: str) -> tuple[tuple[float, float], ...]:
+        """((busy fraction, latency cycles), ...) of ``level`` "hbm" or "l2", idle first."""
+        base = "hbm_latency" if level == "hbm" else "l2_hit_latency"
+        points = [(0.0, getattr(self, f"{base}_cycles"))]
+        for u in LOADED_LATENCY_POINTS:
+            points.append((u, getattr(self, f"{base}_{round(100 * u)}_cycles")))
+        return tuple(points)
 
     def to_dict(self) -> dict:
         """The fields as plain JSON-able values (no sources), in field order."""

@@ -10,8 +10,15 @@ leaves when V reaches V0 + w, and only a heap of those finishing V values is
 needed: O(log n) per arrival or departure, one pending wake-up at a time (stale
 wake-ups are told apart by a generation number).
 
-A latency (``hbm_latency_cycles``, ``l2_hit_latency_cycles``) is added after the
-transfer, before the data is usable; it overlaps with everything else.
+A latency is added after the transfer, before the data is usable; it overlaps
+with everything else. It depends on how busy the server has been lately: each
+server keeps its busy fraction u as an exponential average over one idle HBM
+latency (the time a request queue takes to turn over), and the latency is
+interpolated on the GPU's loaded-latency curve (``hbm_latency_cycles`` when idle,
+``hbm_latency_50/75/95_cycles`` at u = 0.5/0.75/0.95; the L2's likewise). The
+curve comes from `tilesim calibrate`: a pointer chase timed while other CTAs
+stream reads. Past its last point the latency stays flat: there the queue a
+request waits in is the bandwidth share this server already charges.
 
 The L2 is an LRU over ``(tensor, tile)`` keys with a byte capacity, cold at the
 start. A miss reads HBM and inserts the tile when the read completes. A miss on
@@ -26,6 +33,7 @@ launch can hit in the next while it fits.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from heapq import heappop, heappush
 
@@ -58,9 +66,14 @@ class PSServer:
         "recorder",
         "classes",
         "costs",
+        "busy",
+        "busy_t",
+        "window",
     )
 
-    def __init__(self, env, name: str, costs: tuple = (1.0,), recorder=None) -> None:
+    def __init__(
+        self, env, name: str, costs: tuple = (1.0,), recorder=None, window: float = 1.0
+    ) -> None:
         self.env = env
         self.name = name
         self.V = 0.0  # virtual time
@@ -73,12 +86,17 @@ class PSServer:
         self.recorder = recorder  # timeline throughput counters, or None
         self.classes = [0] * len(costs)  # active transfers per class (read / write)
         self.costs = costs  # cycles per byte of each class
+        self.busy = 0.0  # busy fraction, exponentially averaged over `window` cycles
+        self.busy_t = 0.0  # time it was last brought up to date
+        self.window = window
         if recorder is not None:
             self._record(0.0)  # every server has a counter track, busy or not
 
     def add(self, work: float, cls: int, callback, arg) -> None:
         """Start a transfer of ``work`` cycles; ``callback(arg, now)`` when it ends."""
         now = self.env._now
+        self.busy = self.busy_at(now)
+        self.busy_t = now
         if self.n:
             self.V += (now - self.last) / self.n
         self.last = now
@@ -107,6 +125,8 @@ class PSServer:
             return  # superseded by an earlier wake-up
         self.wake_t = -1.0
         now = self.env._now
+        self.busy = self.busy_at(now)
+        self.busy_t = now
         if self.n:
             self.V += (now - self.last) / self.n
         self.last = now
@@ -124,6 +144,14 @@ class PSServer:
             self._schedule(now)
         for item in done:  # after the state is consistent: callbacks may add transfers
             item[3](item[4], now)
+
+    def busy_at(self, now: float) -> float:
+        """Busy fraction at ``now``: the average, decayed since the last change of n."""
+        dt = now - self.busy_t
+        if dt <= 0.0:
+            return self.busy
+        keep = math.exp(-dt / self.window)
+        return self.busy * keep + (1.0 - keep if self.n else 0.0)
 
     def _record(self, now: float) -> None:
         # byte rate of each class: n_c / n of the server, divided by its cost per byte
@@ -203,11 +231,14 @@ class Memory:
         self.read_cost = clock / gpu.hbm_read_Bps  # cycles per byte at full rate
         self.write_cost = clock / gpu.hbm_write_Bps
         self.l2_cost = clock / gpu.l2_bandwidth_Bps
-        self.hbm_latency = float(gpu.hbm_latency_cycles)
+        self.hbm_latency = float(gpu.hbm_latency_cycles)  # idle
         self.l2_latency = float(gpu.l2_hit_latency_cycles)
+        self.hbm_curve = gpu.latency_curve("hbm")
+        self.l2_curve = gpu.latency_curve("l2")
         self.smem_cost = 1.0 / gpu.smem_bandwidth_B_per_clk_per_sm
-        self.hbm = PSServer(env, "hbm", (self.read_cost, self.write_cost), recorder)
-        self.l2srv = PSServer(env, "l2", (self.l2_cost,), recorder)
+        window = self.hbm_latency
+        self.hbm = PSServer(env, "hbm", (self.read_cost, self.write_cost), recorder, window)
+        self.l2srv = PSServer(env, "l2", (self.l2_cost,), recorder, window)
         self.l2 = L2Cache(gpu.l2_bytes)
 
     # -- loads ---------------------------------------------------------------------
@@ -297,17 +328,20 @@ class Memory:
 
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
         self._insert_fills(job, now)
-        self._part_done(job, now, self.hbm_latency)
+        self._part_done(job, now, _on_curve(self.hbm_curve, self.hbm.busy_at(now)))
 
     def _insert_fills(self, job: LoadJob, now: float) -> None:
         l2 = self.l2
+        latency = None
         for key, nb in job.keys or ():
             l2.insert(key, nb)
             for waiter in l2.inflight.pop(key, ()):
-                self._part_done(waiter, now, self.hbm_latency)
+                if latency is None:
+                    latency = _on_curve(self.hbm_curve, self.hbm.busy_at(now))
+                self._part_done(waiter, now, latency)
 
     def _l2_done(self, job: LoadJob, now: float) -> None:
-        self._part_done(job, now, self.l2_latency)
+        self._part_done(job, now, _on_curve(self.l2_curve, self.l2srv.busy_at(now)))
 
     def _part_done(self, job: LoadJob, now: float, latency: float) -> None:
         if now > job.xfer_end:
@@ -366,3 +400,15 @@ class Memory:
         for key, nb in items:
             l2.insert(key, nb)
         callback(arg, now)
+
+
+def _on_curve(curve: tuple, u: float) -> float:
+    """Latency at busy fraction ``u`` on ``curve`` ((u, cycles), ... from u = 0)."""
+    if u <= 0.0 or len(curve) == 1:
+        return curve[0][1]
+    u0, y0 = curve[0]
+    for u1, y1 in curve[1:]:
+        if u <= u1:
+            return y0 + (y1 - y0) * (u - u0) / (u1 - u0)
+        u0, y0 = u1, y1
+    return y0

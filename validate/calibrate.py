@@ -26,7 +26,11 @@ Conversions (rates per SM per clock use the SM clock read during that benchmark)
 * ``l2_bandwidth_Bps`` = streaming read B/s at the largest working set of at most
   half the L2 (see :func:`pick_l2_bandwidth`).
 * latencies: pointer-chase seconds per hop × ``sm_clock_hz`` (so that the engine,
-  which converts cycles at that clock, reproduces the measured seconds).
+  which converts cycles at that clock, reproduces the measured seconds). Loaded
+  latencies (``*_50/75/95_cycles``): the chase timed while other CTAs stream
+  reads, at several streaming loads; each load's busy fraction is its bandwidth
+  over the highest measured, and the curve is interpolated at 50, 75 and 95% (see
+  :func:`loaded_latency_curve`).
 * ``launch_overhead_s`` = an empty kernel timed by ``do_bench``: the floor of any
   one-launch time that validation measures the same way.
 """
@@ -38,7 +42,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from ..errors import TilesimError
-from ..hwmodels.gpu import GPU
+from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -263,6 +267,21 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
                 f"{clock / 1e6:.0f} MHz",
             )
 
+    for level, base_field in (("l2", "l2_hit_latency"), ("hbm", "hbm_latency")):
+        rows_l = [r for r in rows if r["name"].startswith(f"{level}_latency_loaded@")]
+        curve = loaded_latency_curve(rows_l)
+        if curve:
+            shape = ", ".join(f"{u:.2f} {lat * 1e9:.0f} ns" for u, lat in curve)
+            for u in LOADED_LATENCY_POINTS:
+                lat = interpolate(curve, u)
+                put(
+                    f"{base_field}_{round(100 * u)}_cycles",
+                    _sig(lat * clock, 3),
+                    f"pointer chase {lat * 1e9:.0f} ns/hop at {100 * u:.0f}% busy, interpolated "
+                    f"on the curve measured while other CTAs stream-read (busy fraction: "
+                    f"stream B/s / highest; unsaturated points: {shape}) x {clock / 1e6:.0f} MHz",
+                )
+
     row = m.get("launch_do_bench")
     if row:
         put(
@@ -292,6 +311,40 @@ def vector_step_ratio(row: dict, sfu_per_clk: float, fp32_per_clk: float, hz: fl
     fp32 = rows * cols * FLASH_FP32_PER_SCORE + rows * FLASH_FP32_PER_ROW_STEP
     pipe_cycles = row["ctas_per_sm"] * (exp / sfu_per_clk + fp32 / fp32_per_clk)  # simulator/sm.py
     return row["value"] * hz / pipe_cycles
+
+
+SATURATED = 0.99  # a stream this close to the highest bandwidth measured: memory saturated
+
+
+def loaded_latency_curve(rows: Sequence[dict]) -> list[tuple[float, float]]:
+    """((busy fraction, latency s), ...) from `*_latency_loaded@k` rows, idle first.
+
+    The busy fraction of a point is its stream's bandwidth over the highest one
+    measured. The curve stops before the first saturated point (>= ``SATURATED``):
+    there the chase waits behind a queue that only grows with more streamers,
+    and that wait is what the engine's bandwidth servers already charge (a
+    transfer's share of a saturated server), so it must not count twice.
+    """
+    if not rows:
+        return []
+    top = max(r.get("stream_Bps", 0.0) for r in rows)
+    curve = []
+    for r in sorted(rows, key=lambda r: r.get("stream_Bps", 0.0)):
+        u = r.get("stream_Bps", 0.0) / top if top > 0 else 0.0
+        if u >= SATURATED:
+            break
+        curve.append((u, float(r["value"])))
+    return curve if curve and curve[0][0] == 0.0 else []
+
+
+def interpolate(curve: Sequence[tuple[float, float]], x: float) -> float:
+    """Piecewise-linear y(x) through ``curve`` ((x, y), ... ascending); flat outside."""
+    if x <= curve[0][0]:
+        return curve[0][1]
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return curve[-1][1]
 
 
 def _size(row: dict) -> int:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import simpy
 
-from tilesim.simulator.memory import L2Cache, PSServer
+from tilesim.simulator.memory import L2Cache, PSServer, _on_curve
 from tilesim.simulator.steps import StepTables
 
 
@@ -91,3 +93,24 @@ def test_fast_steps_grow_logarithmically():
 def test_detailed_is_one_step_per_iteration():
     t = StepTables("detailed").table(300)
     assert t.counts == [1] * 300 and t.step_of(123) == 123
+
+
+def test_busy_fraction_averages_over_the_window():
+    env = simpy.Environment()
+    server = PSServer(env, "hbm", window=100.0)
+    server.add(1000.0, 0, lambda arg, now: None, None)
+    # busy from t=0: after 100 cycles (one window) 1 - 1/e of the average is busy
+    assert server.busy_at(100.0) == pytest.approx(1 - math.exp(-1.0), rel=1e-12)
+    env.run()  # the transfer ends at t=1000; then the server idles
+    assert server.busy_at(1000.0) == pytest.approx(1 - math.exp(-10.0), rel=1e-12)
+    assert server.busy_at(1100.0) == pytest.approx((1 - math.exp(-10.0)) / math.e, rel=1e-12)
+    assert PSServer(simpy.Environment(), "l2").busy_at(50.0) == 0.0  # never busy
+
+
+def test_latency_is_read_off_the_loaded_curve():
+    curve = ((0.0, 500.0), (0.5, 1500.0), (0.75, 2000.0), (0.95, 3000.0))
+    assert _on_curve(curve, 0.0) == 500.0
+    assert _on_curve(curve, 0.25) == pytest.approx(1000.0)
+    assert _on_curve(curve, 0.85) == pytest.approx(2500.0)
+    assert _on_curve(curve, 0.99) == 3000.0  # flat past the last point
+    assert _on_curve(((0.0, 500.0),), 0.9) == 500.0

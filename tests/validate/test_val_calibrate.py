@@ -200,3 +200,38 @@ def test_vector_warps_per_scheduler_is_measured_over_pipe_time():
     assert calibrate.derive_preset(_rows(), base, "d")[0].vector_warps_per_scheduler == (
         base.vector_warps_per_scheduler
     )
+
+
+def _loaded(level, points):
+    return [
+        measurement(f"{level}_latency_loaded@{k}", lat, "s", "chase under load", stream_Bps=bw)
+        for k, (bw, lat) in enumerate(points)
+    ]
+
+
+def test_loaded_latency_curve_stops_before_saturation():
+    # streams of 0, 2, 3.5, 4.4 and 4.5 TB/s: the last is the top (saturated), the one
+    # before it 97.8% of it (kept); latency 350 ns idle rising to 600 ns, then 1 us
+    points = [(0, 350e-9), (2e12, 360e-9), (3.5e12, 400e-9), (4.4e12, 600e-9), (4.5e12, 1e-6)]
+    rows = _loaded("hbm", points)
+    curve = calibrate.loaded_latency_curve(rows)
+    assert [u for u, _ in curve] == pytest.approx([0.0, 2 / 4.5, 3.5 / 4.5, 4.4 / 4.5])
+    assert curve[-1][1] == 600e-9  # the saturated 1 us is the bandwidth queue: left out
+    base = load_gpu("h200")
+    gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d")
+    clock = 1.75e9
+    want50 = 360e-9 + 40e-9 * (0.5 - 2 / 4.5) / (1.5 / 4.5)
+    assert gpu.hbm_latency_50_cycles == pytest.approx(want50 * clock, rel=2e-3)
+    want95 = 400e-9 + 200e-9 * (0.95 - 3.5 / 4.5) / (0.9 / 4.5)
+    assert gpu.hbm_latency_95_cycles == pytest.approx(want95 * clock, rel=2e-3)
+    assert gpu.hbm_latency_cycles == pytest.approx(400e-9 * clock, rel=2e-3)  # `hbm_latency`
+    assert "at 95% busy" in gpu.sources["hbm_latency_95_cycles"]
+    # no L2 rows: the L2's loaded latencies stay the datasheet's
+    assert "l2_hit_latency_50_cycles" not in fields
+    assert gpu.l2_hit_latency_50_cycles == base.l2_hit_latency_50_cycles
+
+
+def test_loaded_latency_needs_the_idle_point():
+    rows = _loaded("l2", [(5e12, 3.5e-7), (9e12, 3.6e-7)])  # no 0-stream chase: no curve
+    assert calibrate.loaded_latency_curve(rows) == []
+    assert calibrate.interpolate([(0.0, 1.0), (1.0, 3.0)], 0.25) == pytest.approx(1.5)
