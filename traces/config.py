@@ -82,16 +82,20 @@ def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig
 def kernel_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
     """The configuration tilesim's Triton kernels run when none is given.
 
-    It equals `default_config` except where the Triton kernel cannot express the
-    algorithm's schedule. v3: Triton has no named barriers to make two consumer
-    warpgroups ping-pong, and its warp-specialised build hung on the H200 with
-    Triton 3.6 (kernels/TUNING.md), so the kernel runs v3 as one warpgroup pair
-    with TMA loads, wgmma and 3 stages. Validation predicts exactly this config.
+    It equals `default_config` except where the kernels measured faster otherwise.
+    v3 at d <= 128 runs the Gluon kernel (kernels/flash_v3_gluon.py): a TMA producer
+    warp and two consumer warpgroups, warp-specialised, without ping-pong and with 3
+    stages, which measured 0-3% faster on the H200 than ping-pong with 2 stages (and
+    ping-pong slower at fp8; kernels/TUNING.md). At d = 256 (which the Gluon kernel
+    does not take) v3 is the plain Triton kernel: one warpgroup pair with TMA loads,
+    wgmma and 2 stages. Validation predicts exactly this config.
     """
     config = default_config(algo, workload, gpu)
     if algo == "v3":
-        stages = 3 if workload.head_dim <= 128 else 2
-        config = config.replace(warp_specialize=False, pingpong=False, num_stages=stages)
+        if workload.head_dim <= 128:
+            config = config.replace(warp_specialize=True, pingpong=False, num_stages=3)
+        else:
+            config = config.replace(warp_specialize=False, pingpong=False, num_stages=2)
     return config
 
 

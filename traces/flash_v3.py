@@ -18,8 +18,10 @@ warpgroups run as separate roles:
   same iteration, consumer 0 for the last consumer's of the previous one), so
   one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
 
-Without ``warp_specialize`` the CTA is what tilesim's Triton v3 kernel runs
-(``traces.config.kernel_config``): one role that issues its own TMA loads
+With ``warp_specialize`` this is what tilesim's Gluon kernel runs
+(kernels/flash_v3_gluon.py; ``traces.config.kernel_config`` at d <= 128: no
+ping-pong, 3 stages). Without it the CTA is tilesim's Triton v3 kernel (d = 256):
+one role that issues its own TMA loads
 ``num_stages - 1`` iterations ahead and runs S = Q K^T, the softmax and P V in
 order, as v2 does — the kernel's code asks for no overlap of the softmax with
 the GEMMs, and the intra-warpgroup pipelining above needs the two GEMMs issued
@@ -28,10 +30,10 @@ loop over the (m, bh) work items.
 
 FP8 (e4m3 Q, K, V): both GEMMs run in fp8 (P is quantised to fp8 too), every
 input byte count halves, O is written in fp16. Hopper's fp8 wgmma wants V
-K-major (transposed): FlashAttention-3 transposes it in the kernel, which is not
-modelled; without ``warp_specialize`` (tilesim's Triton kernel) a
-``transpose_v`` launch first writes Vᵀ [B, H, d, N_kv padded to 16] to HBM,
-grid (cdiv(N_kv16, 64), B·H), 64 rows of V per CTA.
+K-major (transposed): FlashAttention-3 transposes it in the kernel; tilesim's
+kernels (Gluon and Triton alike) run a ``transpose_v`` launch first that writes
+Vᵀ [B, H, d, N_kv padded to 16] to HBM, grid (cdiv(N_kv16, 64), B·H), 64 rows of
+V per CTA, and so does this trace.
 
 Causal: one loop over the K/V blocks the Q block sees (the diagonal blocks
 pay the mask); blocks fully above the diagonal are never visited.
@@ -152,7 +154,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         launch = dataclasses.replace(launch, persistent_ctas=gpu.sm_count * max(per_sm, 1))
     tensors = qkvo_tensors(w) + [row_stat("LSE", w)]
     launches = (launch,)
-    if w.dtype == "fp8" and not c.warp_specialize:
+    if w.dtype == "fp8":
         vt = TensorSpec("VT", (w.batch, w.heads, w.head_dim, -(-w.seqlen_kv // 16) * 16), "fp8")
         tensors.append(vt)
         launches = (_transpose_v(w), launch)

@@ -275,8 +275,10 @@ def test_v3_persistent_grid_is_sms_times_ctas_per_sm(h100, gpus):
 def test_v3_fp8_inputs_fp16_output(h100):
     trace = build("v3", Workload(1, 2, 512, 512, 128, dtype="fp8"), h100)
     tensors = {t.name: t.dtype for t in trace.tensors}
-    assert tensors == {"Q": "fp8", "K": "fp8", "V": "fp8", "O": "fp16", "LSE": "fp32"}
-    mmas = [f.op for f in expand(trace, 0, 0) if isinstance(f.op, Mma)]
+    # V^T: the fp8 V transposed (K-major) by the kernels' transpose launch
+    assert tensors == {"Q": "fp8", "K": "fp8", "V": "fp8", "VT": "fp8", "O": "fp16", "LSE": "fp32"}
+    assert [launch.name for launch in trace.launches] == ["transpose_v", "flash_v3"]
+    mmas = [f.op for f in expand(trace, 1, 0) if isinstance(f.op, Mma)]  # the attention launch
     assert mmas and {op.dtype for op in mmas} == {"fp8"}
 
 
