@@ -125,10 +125,14 @@ def _softmax_kernel(
             m_row = m_new
         # -- pass 2: normalise and write P (masked columns get 0) --
         inv_l = 1.0 / l_row
-        for start in range(0, n_kv, BLOCK):
+        for start in range(0, n_valid, BLOCK):
             xs = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
             p = tl.math.exp2((xs.to(tl.float32) - m_row) * _LOG2E) * inv_l
             tl.store(P + start + cols, p.to(P.dtype.element_ty), mask=start + cols < n_kv)
+        # chunks wholly past the columns the row sees (causal): zeros, no load, no exp2
+        zeros = tl.zeros([BLOCK], dtype=P.dtype.element_ty)
+        for start in range(tl.cdiv(n_valid, BLOCK) * BLOCK, n_kv, BLOCK):
+            tl.store(P + start + cols, zeros, mask=start + cols < n_kv)
 
 
 @triton.jit

@@ -11,7 +11,8 @@
    tilesim's Triton kernel does (`softmax_plan`), a row of up to
    ``SOFTMAX_MAX_BLOCK`` scores is held in registers and read once; a longer
    row is read twice (an online max/sum pass, then the normalise-and-write
-   pass: each pass exponentiates every score it reads).
+   pass: each pass exponentiates every score it reads; pass 2 writes the
+   chunks wholly past a causal row's last score as zeros, without exp).
 3. ``pv``: O = P V, tiles of block_m x d with a k-loop over N_kv in steps of
    block_n; the P and V tile loads are pipelined ``num_stages - 1`` ahead.
 
@@ -94,9 +95,13 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     ]
     if passes == 1:
         exp, fp32 = "N_kv", f"N_kv*{per_score}"
-    else:  # pass 1 exponentiates the scores the row sees, pass 2 the whole row again
-        exp = f"{seen} + N_kv"
-        fp32 = f"N_kv*{per_score + STANDARD_FP32_PER_SCORE_SECOND_PASS}"
+    else:
+        # pass 1 exponentiates the scores the row sees; pass 2 the chunks that hold
+        # them (whole chunks of `block`, up to the row's end) and writes zeros past them
+        block = softmax_plan(w.seqlen_kv)[0]
+        chunks = f"min(N_kv, cdiv({seen}, {block})*{block})"
+        exp = f"{seen} + {chunks}"
+        fp32 = f"{chunks}*{per_score + STANDARD_FP32_PER_SCORE_SECOND_PASS}"
     softmax = Launch(
         name="softmax",
         grid=(("r", w.seqlen_q), ("bh", bh)),
