@@ -42,6 +42,8 @@ CASES = (
     ("v2", 4, 16, 4096, 128, True, "fp16", "bwd", 1, 3),
     ("standard", 4, 16, 2048, 128, False, "fp16", "bwd", 3, 5),
     ("v1", 8, 16, 1024, 128, False, "fp16", "bwd", 1, 1),
+    ("v1", 8, 32, 1024, 64, False, "fp16", "bwd", 1, 1),
+    ("v2", 4, 32, 4096, 64, False, "fp16", "bwd", 1, 3),
 )
 
 # ncu metric -> field of a kernel's record
@@ -60,6 +62,12 @@ METRICS = {
     "sm__inst_executed_pipe_alu.sum": ("warp_instructions_alu", 1),
     "smsp__issue_active.avg.pct_of_peak_sustained_active": ("issue_active_pct", 1),
     "sm__cycles_elapsed.avg": ("sm_cycles_elapsed", 1),
+    # register spills: local-memory bytes the LSU moved, and how many L1 missed
+    "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum": ("local_load_bytes", 1),
+    "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum": ("local_store_bytes", 1),
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_ld_lookup_miss.sum": ("local_load_l1_miss_sectors", 1),
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_st_lookup_miss.sum": ("local_store_l1_miss_sectors", 1),
+    "lts__t_bytes.sum": ("l2_bytes", 1),
 }
 
 
