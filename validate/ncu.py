@@ -110,8 +110,15 @@ def _number(text: str) -> float | None:
         return None
 
 
-def parse(csv_text: str, nvidia_smi: list[str], git_commit: str, date: str) -> dict:
-    """The ncu CSV of a `run` -> the results document (cases in order, second runs kept)."""
+def parse(
+    csv_text: str,
+    nvidia_smi: list[str],
+    git_commit: str,
+    date: str,
+    selected: list[int] | None = None,
+) -> dict:
+    """The ncu CSV of a `run` -> the results document (cases in order, second runs kept);
+    ``selected``: the case indices that run was given (default: all)."""
     from ..hwmodels import load_gpu
     from ..traces.config import kernel_config
     from ..traces.workload import Workload
@@ -124,7 +131,9 @@ def parse(csv_text: str, nvidia_smi: list[str], git_commit: str, date: str) -> d
     triton = [(name, m) for (_, name), m in kernels.items() if name.startswith("_")]
     gpu = load_gpu("h200")
     cases, pos = [], 0
-    for algo, b, h, n, d, causal, dtype, pass_, before, count in CASES:
+    for i, (algo, b, h, n, d, causal, dtype, pass_, before, count) in enumerate(CASES):
+        if selected and i not in selected:
+            continue
         pos += before
         second = triton[pos + count : pos + 2 * count]
         pos += 2 * count
@@ -172,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     par.add_argument("--git-commit", default="")
     par.add_argument("--date", default="")
     par.add_argument("--smi", type=Path, help="nvidia-smi output saved beside the CSV")
+    par.add_argument("--cases", type=int, nargs="*", help="the case indices `run` was given")
     args = ap.parse_args(argv)
     if args.cmd == "metrics":
         print(",".join(METRICS))
@@ -182,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
 
         smi = args.smi.read_text().splitlines() if args.smi else []
         date = args.date or datetime.date.today().isoformat()
-        doc = parse(args.csv.read_text(), smi, args.git_commit, date)
+        doc = parse(args.csv.read_text(), smi, args.git_commit, date, args.cases)
         tmp = args.out.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(args.out)
