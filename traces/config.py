@@ -63,9 +63,16 @@ def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig
     """
     warps = 8 if hopper else 4
     if algo == "v1":
-        # v1 stages four d-wide tiles per inner step (Q, O, dO and the fp32 dQ)
-        if d <= 128:
+        # v1 stages four d-wide tiles per inner step (Q, O, dO and the fp32 dQ). At
+        # d = 128 it keeps two 64 x 128 fp32 accumulators (dK_j, dV_j) across the inner
+        # loop: with 4 warps they do not fit in registers and round-trip through local
+        # memory every step (ncu on the H200: 5 GB of spill traffic at N = 1024,
+        # validate/results/2026-11-30-h200-spill-ncu.json); 8 warps halve the share
+        # of each thread.
+        if d <= 64:
             return KernelConfig(64, 64, 4, 1, path)
+        if d <= 128:
+            return KernelConfig(64, 64, 8, 1, path)
         return KernelConfig(32, 32, 4, 1, path)
     if d <= 128 and hopper:
         # measured on the H200 (kernels/TUNING.md): 64 x 64, 4 warps, 3 stages ran
