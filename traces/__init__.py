@@ -22,7 +22,16 @@ import ast
 import dataclasses
 
 from ..hwmodels.gpu import GPU
-from . import flash_v1, flash_v1_bwd, flash_v2, flash_v2_bwd, flash_v3, standard, standard_bwd
+from . import (
+    flash_v1,
+    flash_v1_bwd,
+    flash_v2,
+    flash_v2_bwd,
+    flash_v3,
+    registers,
+    standard,
+    standard_bwd,
+)
 from .config import check_algo, check_fits, default_config, kernel_config
 from .counters import Counters
 from .expand import FlatOp
@@ -47,14 +56,14 @@ def build(algo: str, workload: Workload, gpu: GPU, config: KernelConfig | None =
         bwd_c = config or default_config(algo, bwd_w, gpu)
         check_fits(algo, fwd_w, fwd_c, gpu)
         check_fits(algo, bwd_w, bwd_c, gpu)
-        fwd = ALGORITHMS[algo].build(fwd_w, fwd_c, gpu)
-        return _concat(fwd, BACKWARD[algo].build(bwd_w, bwd_c, gpu), workload)
+        fwd = registers.apply(algo, fwd_w, fwd_c, ALGORITHMS[algo].build(fwd_w, fwd_c, gpu))
+        bwd = registers.apply(algo, bwd_w, bwd_c, BACKWARD[algo].build(bwd_w, bwd_c, gpu))
+        return _concat(fwd, bwd, workload)
     if config is None:
         config = default_config(algo, workload, gpu)
     check_fits(algo, workload, config, gpu)
-    if workload.pass_ == "fwd":
-        return ALGORITHMS[algo].build(workload, config, gpu)
-    return BACKWARD[algo].build(workload, config, gpu)
+    generator = ALGORITHMS[algo] if workload.pass_ == "fwd" else BACKWARD[algo]
+    return registers.apply(algo, workload, config, generator.build(workload, config, gpu))
 
 
 def _concat(fwd: Trace, bwd: Trace, workload: Workload) -> Trace:
