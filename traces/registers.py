@@ -5,8 +5,8 @@ A trace generator estimates a launch's registers from the accumulators it holds
 the real one. Where Nsight Compute has read a kernel's count on the H200
 (``launch__registers_per_thread`` in ``validate/results/*-ncu.json``: Triton 3.6,
 sm_90a), `build` uses that count instead, for every shape that compiles to the
-same kernel: the same algorithm, pass, launch, head dim, mask, element type and
-tiles (and, for the standard softmax, the same row plan). The estimate was low by
+same kernel: the same algorithm, pass, launch, head dim, mask, element type,
+tiles and MMA path (and, for the standard softmax, the same row plan). The estimate was low by
 10-100 registers, enough to give v1, v2's backward at d = 64 and two softmax
 kernels one CTA per SM more than they get. ``tests/traces/test_tr_registers.py``
 keeps this table equal to the ncu files.
@@ -21,42 +21,43 @@ from .standard import softmax_plan
 from .workload import KernelConfig, Workload
 
 # (algo, pass, launch, head_dim, causal, dtype, block_m, block_n, num_warps, num_stages,
-#  softmax plan (block, passes) or None) -> registers per thread
+#  mma path, softmax plan (block, passes) or None) -> registers per thread. Measured
+# on sm_90 (wgmma path): an Ampere build (mma_sync) compiles to other code.
 COMPILED_REGS: dict[tuple, int] = {
-    ("standard", "fwd", "qk", 128, False, "fp16", 128, 128, 8, 2, None): 117,
-    ("standard", "fwd", "softmax", 128, False, "fp16", 128, 128, 8, 2, (4096, 1)): 32,
-    ("standard", "fwd", "pv", 128, False, "fp16", 128, 128, 8, 2, None): 128,
-    ("standard", "fwd", "qk", 64, False, "fp16", 128, 128, 8, 2, None): 113,
-    ("standard", "fwd", "softmax", 64, False, "fp16", 128, 128, 8, 2, (8192, 2)): 32,
-    ("standard", "fwd", "pv", 64, False, "fp16", 128, 128, 8, 2, None): 88,
-    ("standard", "fwd", "qk", 64, True, "fp16", 128, 128, 8, 2, None): 113,
-    ("standard", "fwd", "softmax", 64, True, "fp16", 128, 128, 8, 2, (8192, 2)): 63,
-    ("standard", "fwd", "pv", 64, True, "fp16", 128, 128, 8, 2, None): 88,
-    ("v1", "fwd", "flash_v1", 128, False, "fp16", 64, 64, 4, 1, None): 236,
-    ("v1", "fwd", "flash_v1", 64, False, "fp16", 64, 128, 4, 1, None): 180,
-    ("v2", "fwd", "flash_v2", 64, False, "fp16", 128, 128, 8, 3, None): 166,
-    ("v2", "fwd", "flash_v2", 128, True, "fp16", 128, 128, 8, 3, None): 219,
-    ("v2", "fwd", "flash_v2", 128, False, "fp16", 128, 128, 8, 3, None): 188,
-    ("v3", "fwd", "flash_v3", 64, True, "fp16", 128, 128, 8, 3, None): 163,
-    ("v3", "fwd", "transpose_v", 128, False, "fp8", 128, 128, 8, 3, None): 32,
-    ("v3", "fwd", "flash_v3", 128, False, "fp8", 128, 128, 8, 3, None): 175,
-    ("v2", "bwd", "bwd_preprocess", 128, False, "fp16", 64, 64, 4, 3, None): 40,
-    ("v2", "bwd", "bwd_dkdv", 128, False, "fp16", 64, 64, 4, 3, None): 255,
-    ("v2", "bwd", "bwd_dq", 128, False, "fp16", 64, 64, 4, 3, None): 166,
-    ("v2", "bwd", "bwd_preprocess", 128, True, "fp16", 64, 64, 4, 3, None): 40,
-    ("v2", "bwd", "bwd_dkdv", 128, True, "fp16", 64, 64, 4, 3, None): 255,
-    ("v2", "bwd", "bwd_dq", 128, True, "fp16", 64, 64, 4, 3, None): 183,
-    ("standard", "bwd", "bwd_dv", 128, False, "fp16", 128, 128, 8, 2, None): 123,
-    ("standard", "bwd", "bwd_dp", 128, False, "fp16", 128, 128, 8, 2, None): 117,
-    ("standard", "bwd", "bwd_softmax", 128, False, "fp16", 128, 128, 8, 2, None): 48,
-    ("standard", "bwd", "bwd_dq", 128, False, "fp16", 128, 128, 8, 2, None): 127,
-    ("standard", "bwd", "bwd_dk", 128, False, "fp16", 128, 128, 8, 2, None): 123,
-    ("v1", "bwd", "flash_v1_bwd", 128, False, "fp16", 64, 64, 4, 1, None): 255,
-    ("v1", "bwd", "flash_v1_bwd", 64, False, "fp16", 64, 64, 4, 1, None): 255,
-    ("v2", "bwd", "bwd_preprocess", 64, False, "fp16", 64, 64, 4, 3, None): 32,
-    ("v2", "bwd", "bwd_dkdv", 64, False, "fp16", 64, 64, 4, 3, None): 189,
-    ("v2", "bwd", "bwd_dq", 64, False, "fp16", 64, 64, 4, 3, None): 125,
-    ("v1", "bwd", "flash_v1_bwd", 128, False, "fp16", 64, 64, 8, 1, None): 255,
+    ("standard", "fwd", "qk", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 117,
+    ("standard", "fwd", "softmax", 128, False, "fp16", 128, 128, 8, 2, "wgmma", (4096, 1)): 32,
+    ("standard", "fwd", "pv", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 128,
+    ("standard", "fwd", "qk", 64, False, "fp16", 128, 128, 8, 2, "wgmma", None): 113,
+    ("standard", "fwd", "softmax", 64, False, "fp16", 128, 128, 8, 2, "wgmma", (8192, 2)): 32,
+    ("standard", "fwd", "pv", 64, False, "fp16", 128, 128, 8, 2, "wgmma", None): 88,
+    ("standard", "fwd", "qk", 64, True, "fp16", 128, 128, 8, 2, "wgmma", None): 113,
+    ("standard", "fwd", "softmax", 64, True, "fp16", 128, 128, 8, 2, "wgmma", (8192, 2)): 63,
+    ("standard", "fwd", "pv", 64, True, "fp16", 128, 128, 8, 2, "wgmma", None): 88,
+    ("v1", "fwd", "flash_v1", 128, False, "fp16", 64, 64, 4, 1, "wgmma", None): 236,
+    ("v1", "fwd", "flash_v1", 64, False, "fp16", 64, 128, 4, 1, "wgmma", None): 180,
+    ("v2", "fwd", "flash_v2", 64, False, "fp16", 128, 128, 8, 3, "wgmma", None): 166,
+    ("v2", "fwd", "flash_v2", 128, True, "fp16", 128, 128, 8, 3, "wgmma", None): 219,
+    ("v2", "fwd", "flash_v2", 128, False, "fp16", 128, 128, 8, 3, "wgmma", None): 188,
+    ("v3", "fwd", "flash_v3", 64, True, "fp16", 128, 128, 8, 3, "wgmma", None): 163,
+    ("v3", "fwd", "transpose_v", 128, False, "fp8", 128, 128, 8, 3, "wgmma", None): 32,
+    ("v3", "fwd", "flash_v3", 128, False, "fp8", 128, 128, 8, 3, "wgmma", None): 175,
+    ("v2", "bwd", "bwd_preprocess", 128, False, "fp16", 64, 64, 4, 3, "wgmma", None): 40,
+    ("v2", "bwd", "bwd_dkdv", 128, False, "fp16", 64, 64, 4, 3, "wgmma", None): 255,
+    ("v2", "bwd", "bwd_dq", 128, False, "fp16", 64, 64, 4, 3, "wgmma", None): 166,
+    ("v2", "bwd", "bwd_preprocess", 128, True, "fp16", 64, 64, 4, 3, "wgmma", None): 40,
+    ("v2", "bwd", "bwd_dkdv", 128, True, "fp16", 64, 64, 4, 3, "wgmma", None): 255,
+    ("v2", "bwd", "bwd_dq", 128, True, "fp16", 64, 64, 4, 3, "wgmma", None): 183,
+    ("standard", "bwd", "bwd_dv", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 123,
+    ("standard", "bwd", "bwd_dp", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 117,
+    ("standard", "bwd", "bwd_softmax", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 48,
+    ("standard", "bwd", "bwd_dq", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 127,
+    ("standard", "bwd", "bwd_dk", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 123,
+    ("v1", "bwd", "flash_v1_bwd", 128, False, "fp16", 64, 64, 4, 1, "wgmma", None): 255,
+    ("v1", "bwd", "flash_v1_bwd", 64, False, "fp16", 64, 64, 4, 1, "wgmma", None): 255,
+    ("v2", "bwd", "bwd_preprocess", 64, False, "fp16", 64, 64, 4, 3, "wgmma", None): 32,
+    ("v2", "bwd", "bwd_dkdv", 64, False, "fp16", 64, 64, 4, 3, "wgmma", None): 189,
+    ("v2", "bwd", "bwd_dq", 64, False, "fp16", 64, 64, 4, 3, "wgmma", None): 125,
+    ("v1", "bwd", "flash_v1_bwd", 128, False, "fp16", 64, 64, 8, 1, "wgmma", None): 255,
 }
 
 
@@ -74,6 +75,7 @@ def key(algo: str, workload: Workload, config: KernelConfig, launch: str) -> tup
         c.block_n,
         c.num_warps,
         c.num_stages,
+        c.mma_path,
         plan,
     )
 
