@@ -32,7 +32,7 @@ FP8_SEQLENS = (1024, 4096, 16384)
 # 32-64 CTAs leave most SMs idle), so its points stop at 4k.
 BACKWARD_ALGOS = ("v2", "standard", "v1")  # run order: v2 (the issue's target) first
 BACKWARD_SEQLENS = {"v1": (512, 1024, 2048, 4096)}
-PASSES = ("fwd", "bwd")  # what `tilesim validate` times by default
+PASSES = ("fwd", "bwd", "fwd_bwd")  # what `tilesim validate` can time
 
 
 def batch_heads(seqlen: int, head_dim: int, tokens: int = TOKENS, hidden: int = HIDDEN):
@@ -65,8 +65,8 @@ def workload(
 class GridPoint:
     algo: str
     workload: Workload
-    config: KernelConfig
-    group: str  # "fp16" (the main grid), "bf16" or "fp8" (spot checks), "bwd" (backward)
+    config: KernelConfig | None  # None: a fwd_bwd point, each pass its own default
+    group: str  # "fp16" (main grid), "bf16"/"fp8" (spot checks), "bwd", "fwd_bwd"
 
     @property
     def label(self) -> str:
@@ -107,28 +107,36 @@ def validate_grid(
     ``passes`` with "bwd": the backward grid after the forward's, fp16 only,
     the algorithms of ``BACKWARD_ALGOS`` that are in ``algos`` (v2 first), v1's
     seqlens capped by ``BACKWARD_SEQLENS``; the spot checks stay forward-only.
+    With "fwd_bwd": the same shapes again, each timed as its forward's launches
+    followed by its backward's (a training step's attention), config None: each
+    pass runs its own default.
     """
     for algo in algos:
         if algo not in ALGOS:
             raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
     for pass_ in passes:
         if pass_ not in PASSES:
-            raise TilesimError(f"unknown pass {pass_!r} for validation (choose fwd or bwd)")
+            raise TilesimError(
+                f"unknown pass {pass_!r} for validation (choose fwd, bwd or fwd_bwd)"
+            )
     points = []
     if "fwd" in passes:
         points += _forward_points(
             gpu, algos, seqlens, head_dims, causal, spot_checks, tokens, hidden
         )
-    if "bwd" in passes:
+    for pass_ in (p for p in ("bwd", "fwd_bwd") if p in passes):
         for algo in (a for a in BACKWARD_ALGOS if a in algos):
             cap = BACKWARD_SEQLENS.get(algo)
             ns = tuple(n for n in seqlens if cap is None or n <= max(cap))
             for d in head_dims:
                 for c in causal:
                     for n in ns:
-                        w = workload(n, d, c, "fp16", tokens, hidden, "bwd")
-                        if _runnable(algo, w, gpu):
-                            points.append(GridPoint(algo, w, kernel_config(algo, w, gpu), "bwd"))
+                        w = workload(n, d, c, "fp16", tokens, hidden, pass_)
+                        if not _runnable(algo, w, gpu):
+                            continue
+                        # fwd_bwd: each pass runs (and is predicted with) its own default
+                        cfg = kernel_config(algo, w, gpu) if pass_ == "bwd" else None
+                        points.append(GridPoint(algo, w, cfg, pass_))
     return points
 
 

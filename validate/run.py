@@ -142,7 +142,7 @@ def _record(p: GridPoint, status: str, **kw) -> dict:
 
 def _measure(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict:
     w = p.workload
-    if w.pass_ == "bwd":
+    if w.pass_ != "fwd":
         return _measure_backward(p, seed, warmup_ms, rep_ms, torch, sampler)
     if p.algo == "standard":
         need = timing.standard_scratch_bytes(w) * MEMORY_MARGIN
@@ -177,7 +177,9 @@ def _measure(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict
 
 def _measure_backward(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict:
     """Time the backward's launches only: the forward runs once, untimed, inside
-    ``backward_launches``; dq, dk, dv are checked against float32 autograd first."""
+    ``backward_launches``; dq, dk, dv are checked against float32 autograd first.
+    A fwd_bwd point times the forward's launches, then the backward's, in one run
+    (the forward's output checked too); its parts are the launches of both."""
     w = p.workload
     if p.algo == "standard":
         need = timing.standard_backward_scratch_bytes(w) * MEMORY_MARGIN
@@ -195,6 +197,18 @@ def _measure_backward(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler
             return _record(
                 p, "wrong", rel_error=err, note=f"grad rel. error {err:.3g} over {tol:g}"
             )
+        if w.pass_ == "fwd_bwd":
+            out, fwd = timing.kernel_run(p.algo, q, k, v, w.causal, None, {})
+            err_f = timing.check_output(fwd, q, k, v, w.causal, {}, w.dtype, out=out)
+            if not err_f <= timing.TOLERANCE[w.dtype]:
+                return _record(p, "wrong", rel_error=err_f, note=f"output rel. error {err_f:.3g}")
+            bwd = run
+            runs = [("forward", fwd), *runs]
+
+            def run():
+                fwd()
+                return bwd()
+
         t0 = time.perf_counter()
         t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
         clock = timing.clock_during(sampler, t0)

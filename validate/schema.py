@@ -184,8 +184,12 @@ def workload_from_record(row: dict, path: str = "measurement") -> Workload:
         raise TilesimError(f"{path}.workload: {exc}") from None
 
 
-def config_from_record(row: dict, path: str = "measurement") -> KernelConfig:
+def config_from_record(row: dict, path: str = "measurement") -> KernelConfig | None:
+    """The row's KernelConfig; None for a forward + backward point, whose passes each ran
+    their own default (`traces.build` picks them again)."""
     data = row.get("config")
+    if data is None and (row.get("workload") or {}).get("pass_") == "fwd_bwd":
+        return None
     if not isinstance(data, dict):
         raise TilesimError(f"{path}.config must be an object")
     fields = {f for f in KernelConfig.__dataclass_fields__}

@@ -55,8 +55,24 @@ def test_backward_grid(h200):
         assert "bwd" in p.label
     assert max(p.workload.seqlen_q for p in bwd if p.algo == "v1") == 4096
     assert max(p.workload.seqlen_q for p in bwd if p.algo == "v2") == 16384
-    with pytest.raises(TilesimError, match="unknown pass 'fwd_bwd'"):
-        grid.validate_grid(h200, passes=("fwd_bwd",))
+    with pytest.raises(TilesimError, match="unknown pass 'both'"):
+        grid.validate_grid(h200, passes=("both",))
+
+
+def test_forward_backward_grid(h200):
+    # the backward's shapes again, timed forward + backward; no config: each pass runs
+    # (and build predicts it with) its own default, as attention(...).backward() does
+    bwd = grid.validate_grid(h200, spot_checks=False, passes=("bwd",))
+    fb = grid.validate_grid(h200, spot_checks=False, passes=("fwd_bwd",))
+    assert [(p.algo, dataclasses.replace(p.workload, pass_="bwd")) for p in fb] == [
+        (p.algo, p.workload) for p in bwd
+    ]
+    assert all(p.config is None and p.group == "fwd_bwd" for p in fb)
+    assert all(p.workload.pass_ == "fwd_bwd" and "fwd_bwd" in p.label for p in fb)
+    row = schema.kernel_record(fb[0].algo, fb[0].workload, None, "ok", time_s=1e-3)
+    assert schema.config_from_record(row) is None
+    with pytest.raises(TilesimError, match="config must be an object"):
+        schema.config_from_record({**row, "workload": bwd[0].workload.to_dict()})
 
 
 def test_backward_bench_shapes_and_impls():
@@ -77,7 +93,8 @@ def test_pass_options():
     for bad in ("fwd_bwd", "back"):
         with pytest.raises(TilesimError, match="--pass"):
             gpu_cmd.parse_bench_pass(bad)
-    with pytest.raises(TilesimError, match="--pass must be fwd, bwd or all"):
+    assert gpu_cmd.parse_validate_pass("fwd_bwd") == ("fwd_bwd",)
+    with pytest.raises(TilesimError, match="--pass must be fwd, bwd, fwd_bwd or all"):
         gpu_cmd.parse_validate_pass("both")
 
 

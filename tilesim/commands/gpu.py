@@ -41,13 +41,18 @@ SeqlensOpt = Annotated[
 HeadDimsOpt = Annotated[str | None, typer.Option("--head-dims", help="Comma-separated head dims.")]
 MaskOpt = Annotated[str, typer.Option("--mask", help="full, causal or both.")]
 # validate: "all" = the forward grid, then the backward grid (standard, v1, v2)
-VALIDATE_PASSES = {"fwd": ("fwd",), "bwd": ("bwd",), "all": ("fwd", "bwd")}
+VALIDATE_PASSES = {
+    "fwd": ("fwd",),
+    "bwd": ("bwd",),
+    "fwd_bwd": ("fwd_bwd",),
+    "all": ("fwd", "bwd"),
+}
 
 
 def parse_validate_pass(text: str) -> tuple[str, ...]:
     key = text.strip().lower()
     if key not in VALIDATE_PASSES:
-        raise TilesimError(f"--pass must be fwd, bwd or all, got {text!r}")
+        raise TilesimError(f"--pass must be fwd, bwd, fwd_bwd or all, got {text!r}")
     return VALIDATE_PASSES[key]
 
 
@@ -307,7 +312,8 @@ def validate(
         typer.Option(
             "--pass",
             help="fwd (the forward grid), bwd (the backward grid: standard, v1, v2, fp16; "
-            "only the backward launches timed) or all (both).",
+            "only the backward launches timed), fwd_bwd (those shapes, forward and "
+            "backward launches timed together) or all (fwd and bwd).",
         ),
     ] = "all",
     json_out: JsonOpt = False,
