@@ -71,6 +71,9 @@ def test_forward_backward_grid(h200):
     assert all(p.workload.pass_ == "fwd_bwd" and "fwd_bwd" in p.label for p in fb)
     row = schema.kernel_record(fb[0].algo, fb[0].workload, None, "ok", time_s=1e-3)
     assert schema.config_from_record(row) is None
+    doc = schema.new_results("validate", {})
+    doc["measurements"].append(row)
+    schema.check_results(doc, "fwd_bwd")  # a fwd_bwd row may leave its config out
     with pytest.raises(TilesimError, match="config must be an object"):
         schema.config_from_record({**row, "workload": bwd[0].workload.to_dict()})
 
