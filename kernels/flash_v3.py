@@ -262,8 +262,13 @@ def transpose_v(v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
     v = v.contiguous()
     grid = (triton.cdiv(n_pad, TRANSPOSE_BLOCK_N), batch * heads)
     _transpose_v_kernel[grid](
-        v.view(torch.uint8), out.view(torch.uint8), n_kv, n_pad, HEAD_DIM=d,
-        BLOCK_N=TRANSPOSE_BLOCK_N, num_warps=4,
+        v.view(torch.uint8),
+        out.view(torch.uint8),
+        n_kv,
+        n_pad,
+        HEAD_DIM=d,
+        BLOCK_N=TRANSPOSE_BLOCK_N,
+        num_warps=4,
     )
     return out
 
@@ -328,8 +333,17 @@ def launches(
         from . import flash_v3_gluon
 
         return flash_v3_gluon.launches(
-            q, k, v, causal, sm_scale, config, out, q_scale=q_scale, k_scale=k_scale,
-            v_scale=v_scale, lse=lse,
+            q,
+            k,
+            v,
+            causal,
+            sm_scale,
+            config,
+            out,
+            q_scale=q_scale,
+            k_scale=k_scale,
+            v_scale=v_scale,
+            lse=lse,
         )
     if TensorDescriptor is None:  # pragma: no cover - triton too old
         raise RuntimeError("v3 needs triton.tools.tensor_descriptor (triton >= 3.3)")

@@ -44,9 +44,11 @@ def _cases():
         doc = json.loads(path.read_text())
         for case in doc["cases"]:
             w = Workload(**case["workload"])
-            tag = f"{path.stem}:{case['algo']}-N{w.seqlen_q}-d{w.head_dim}" + (
-                "-causal" if w.causal else ""
-            ) + f"-{w.dtype}-{w.pass_}"
+            tag = (
+                f"{path.stem}:{case['algo']}-N{w.seqlen_q}-d{w.head_dim}"
+                + ("-causal" if w.causal else "")
+                + f"-{w.dtype}-{w.pass_}"
+            )
             yield pytest.param(case, id=tag)
 
 
@@ -65,7 +67,7 @@ def _check(case, which):
     w, launches = _predicted_launches(case)
     # the measured kernels are the trace's last launches (v3 fp8's transpose then was
     # torch's copy: compare reads of the attention kernel and of that copy alike)
-    kernels = case["kernels"][-len(launches):]
+    kernels = case["kernels"][-len(launches) :]
     assert len(kernels) == len(launches)
     misses = []
     for launch, kern in zip(launches, kernels, strict=True):

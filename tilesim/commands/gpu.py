@@ -134,8 +134,9 @@ def calibrate(
         str | None,
         typer.Option(
             "--only",
-            help="Comma-separated steps: hbm, l2, latency, tensor, clock, exp2, fp32, launch "
-            "[default: all]; fields of steps not run keep the datasheet value.",
+            help="Comma-separated steps: hbm, l2, latency, loaded_latency, tensor, clock, "
+            "exp2, fp32, vector, launch [default: all]; fields of steps not run keep the "
+            "datasheet value.",
             show_default=False,
         ),
     ] = None,
