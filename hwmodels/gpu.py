@@ -23,6 +23,18 @@ LATENCY_FIELDS = (
 )
 # Busy fractions at which the loaded latencies are given.
 LOADED_LATENCY_POINTS = (0.5, 0.75, 0.95)
+
+
+def interpolate(curve, x: float) -> float:
+    """Piecewise-linear y(x) through ``curve`` ((x, y), ... ascending); flat outside it."""
+    if x <= curve[0][0]:
+        return curve[0][1]
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return curve[-1][1]
+
+
 # Ampere-style warp-level mma.sync that also runs (slower) on Hopper.
 MMA_PATHS = ("wgmma", "mma_sync")
 # Element types the tensor cores take, and their sizes.

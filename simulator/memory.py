@@ -40,6 +40,8 @@ from heapq import heappop, heappush
 from simpy.core import NORMAL
 from simpy.events import Event
 
+from ..hwmodels.gpu import interpolate
+
 # Counter slots of a work item (see engine.py), kept as plain list indices: the
 # event loop adds to them on every op.
 C_FLOPS, C_EXP, C_FP32 = 0, 1, 2
@@ -328,7 +330,7 @@ class Memory:
 
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
         self._insert_fills(job, now)
-        self._part_done(job, now, _on_curve(self.hbm_curve, self.hbm.busy_at(now)))
+        self._part_done(job, now, interpolate(self.hbm_curve, self.hbm.busy_at(now)))
 
     def _insert_fills(self, job: LoadJob, now: float) -> None:
         l2 = self.l2
@@ -337,11 +339,11 @@ class Memory:
             l2.insert(key, nb)
             for waiter in l2.inflight.pop(key, ()):
                 if latency is None:
-                    latency = _on_curve(self.hbm_curve, self.hbm.busy_at(now))
+                    latency = interpolate(self.hbm_curve, self.hbm.busy_at(now))
                 self._part_done(waiter, now, latency)
 
     def _l2_done(self, job: LoadJob, now: float) -> None:
-        self._part_done(job, now, _on_curve(self.l2_curve, self.l2srv.busy_at(now)))
+        self._part_done(job, now, interpolate(self.l2_curve, self.l2srv.busy_at(now)))
 
     def _part_done(self, job: LoadJob, now: float, latency: float) -> None:
         if now > job.xfer_end:
@@ -400,15 +402,3 @@ class Memory:
         for key, nb in items:
             l2.insert(key, nb)
         callback(arg, now)
-
-
-def _on_curve(curve: tuple, u: float) -> float:
-    """Latency at busy fraction ``u`` on ``curve`` ((u, cycles), ... from u = 0)."""
-    if u <= 0.0 or len(curve) == 1:
-        return curve[0][1]
-    u0, y0 = curve[0]
-    for u1, y1 in curve[1:]:
-        if u <= u1:
-            return y0 + (y1 - y0) * (u - u0) / (u1 - u0)
-        u0, y0 = u1, y1
-    return y0

@@ -42,7 +42,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from ..errors import TilesimError
-from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS
+from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS, interpolate
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -335,16 +335,6 @@ def loaded_latency_curve(rows: Sequence[dict]) -> list[tuple[float, float]]:
             break
         curve.append((u, float(r["value"])))
     return curve if curve and curve[0][0] == 0.0 else []
-
-
-def interpolate(curve: Sequence[tuple[float, float]], x: float) -> float:
-    """Piecewise-linear y(x) through ``curve`` ((x, y), ... ascending); flat outside."""
-    if x <= curve[0][0]:
-        return curve[0][1]
-    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
-        if x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    return curve[-1][1]
 
 
 def _size(row: dict) -> int:

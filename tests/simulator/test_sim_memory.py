@@ -7,7 +7,8 @@ import math
 import pytest
 import simpy
 
-from tilesim.simulator.memory import L2Cache, PSServer, _on_curve
+from tilesim.hwmodels.gpu import interpolate
+from tilesim.simulator.memory import L2Cache, PSServer
 from tilesim.simulator.steps import StepTables
 
 
@@ -109,8 +110,8 @@ def test_busy_fraction_averages_over_the_window():
 
 def test_latency_is_read_off_the_loaded_curve():
     curve = ((0.0, 500.0), (0.5, 1500.0), (0.75, 2000.0), (0.95, 3000.0))
-    assert _on_curve(curve, 0.0) == 500.0
-    assert _on_curve(curve, 0.25) == pytest.approx(1000.0)
-    assert _on_curve(curve, 0.85) == pytest.approx(2500.0)
-    assert _on_curve(curve, 0.99) == 3000.0  # flat past the last point
-    assert _on_curve(((0.0, 500.0),), 0.9) == 500.0
+    assert interpolate(curve, 0.0) == 500.0
+    assert interpolate(curve, 0.25) == pytest.approx(1000.0)
+    assert interpolate(curve, 0.85) == pytest.approx(2500.0)
+    assert interpolate(curve, 0.99) == 3000.0  # flat past the last point
+    assert interpolate(((0.0, 500.0),), 0.9) == 500.0

@@ -234,4 +234,3 @@ def test_loaded_latency_curve_stops_before_saturation():
 def test_loaded_latency_needs_the_idle_point():
     rows = _loaded("l2", [(5e12, 3.5e-7), (9e12, 3.6e-7)])  # no 0-stream chase: no curve
     assert calibrate.loaded_latency_curve(rows) == []
-    assert calibrate.interpolate([(0.0, 1.0), (1.0, 3.0)], 0.25) == pytest.approx(1.5)
