@@ -44,6 +44,9 @@ CASES = (
     ("v1", 8, 16, 1024, 128, False, "fp16", "bwd", 1, 1),
     ("v1", 8, 32, 1024, 64, False, "fp16", "bwd", 1, 1),
     ("v2", 4, 32, 4096, 64, False, "fp16", "bwd", 1, 3),
+    ("v3", 32, 16, 512, 128, True, "fp16", "fwd", 0, 1),
+    ("v3", 32, 16, 512, 128, False, "fp16", "fwd", 0, 1),
+    ("v1", 1, 16, 16384, 128, False, "fp16", "fwd", 0, 1),
 )
 
 # ncu metric -> field of a kernel's record
