@@ -4,11 +4,17 @@
                 written to HBM in the input dtype. Grid (cdiv(Nq, block_m),
                 cdiv(Nk, block_n), B·H). Causal or not, every tile is computed,
                 as a plain ``softmax(Q @ K.T) @ V`` does.
-2. ``softmax``: one program per row of S: reads the row, applies the causal mask
-                (column j > row i is masked, top-left aligned), writes
-                P = softmax(row) in the input dtype. A row that fits one block
-                (Nk <= SOFTMAX_MAX_BLOCK) is read once; a longer one is read twice
-                (an online max/sum pass, then the normalising pass).
+2. ``softmax``: one program per row of S, grid (Nq, B·H): reads the row, applies
+                the causal mask (column j > row i is masked, top-left aligned),
+                writes P = softmax(row) in the input dtype, as
+                ``traces.standard.softmax_fwd_plan`` says: a row of up to
+                SOFTMAX_FWD_MAX_BLOCK scores (SOFTMAX_MAX_BLOCK when causal) is read
+                once, held in registers; a longer one twice (an online max/sum pass,
+                then the normalising pass, in chunks). A causal one-pass row runs at
+                the narrowest compiled width that holds its scores and writes zeros
+                past it; causal loads stop at the row's scores rounded up to 8
+                columns, so they stay 16-byte vectors (an exact bound of i + 1 made
+                every load a 2-byte one: 8x the load instructions).
 3. ``pv``:      O = P V, tiles of block_m x d with a k-loop of block_n over Nk
                 (num_stages-deep software pipelining). Grid (cdiv(Nq, block_m), B·H).
 
@@ -22,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..traces.standard import softmax_plan
+from ..traces.standard import softmax_fwd_plan, softmax_plan
 from ._common import LOG2E, strides
 
 NEG_INF = tl.constexpr(float("-inf"))
@@ -83,41 +89,84 @@ def _qk_kernel(
 
 
 @triton.jit
+def _softmax_row(
+    S,
+    P,  # this row of S and P
+    n_kv,
+    n_valid,  # columns the row sees: j < n_valid
+    n_load,  # columns loaded: n_valid rounded up to 8 (16-byte vectors), within the row
+    CAUSAL: tl.constexpr,
+    WIDTH: tl.constexpr,  # register block of this row: n_valid <= WIDTH
+    BLOCK: tl.constexpr,  # the launch's block: columns [WIDTH, BLOCK) are past n_valid
+):
+    cols = tl.arange(0, WIDTH)
+    if CAUSAL:
+        # a run-time bound of i + 1 makes every load a 2-byte one (LDG.U16: 8x the load
+        # instructions of the non-causal kernel, which ncu saw as its limit); a bound that
+        # is a multiple of 8 keeps 16-byte loads, and the exact mask is a select
+        x = tl.load(S + cols, mask=cols < n_load, other=NEG_INF).to(tl.float32)
+        x = tl.where(cols < n_valid, x, NEG_INF)
+    else:
+        x = tl.load(S + cols, mask=cols < n_kv, other=NEG_INF).to(tl.float32)
+    # exp(x - m) as exp2((x - m) * log2 e): one MUFU op per score; the row is
+    # normalised by one reciprocal and a multiply per score (a division per score
+    # costs a dozen instructions)
+    m = tl.max(x, 0)
+    e = tl.math.exp2((x - m) * _LOG2E)
+    p = e * (1.0 / tl.sum(e, 0))
+    tl.store(P + cols, p.to(P.dtype.element_ty), mask=cols < n_kv)
+    if WIDTH < BLOCK:
+        # the rest of a causal row is past its last score: zeros, no load, no exp2
+        rest = tl.arange(0, BLOCK)
+        zeros = tl.zeros([BLOCK], dtype=P.dtype.element_ty)
+        tl.store(P + rest, zeros, mask=(rest >= WIDTH) & (rest < n_kv))
+
+
+@triton.jit
 def _softmax_kernel(
     S,
     P,  # [B*H*Nq rows, Nk_pad]
     n_q,
     n_kv,
-    stride_row,
+    stride_row,  # Nk_pad, a multiple of 8
     CAUSAL: tl.constexpr,
     BLOCK: tl.constexpr,
     ONE_PASS: tl.constexpr,
+    TIERS: tl.constexpr,  # causal one-pass rows: widths BLOCK, BLOCK/2, ..., BLOCK/2^(TIERS-1)
 ):
-    row = tl.program_id(0)
-    i = row % n_q  # query index of this row, for the causal mask
+    i = tl.program_id(0)  # query index of this row, for the causal mask
+    row = tl.program_id(1) * n_q + i  # (a 2-D grid: no modulo per row)
     S += row.to(tl.int64) * stride_row
     P += row.to(tl.int64) * stride_row
-    cols = tl.arange(0, BLOCK)
     # columns this row may see: j < Nk, and j <= i when causal
     n_valid = tl.minimum(n_kv, i + 1) if CAUSAL else n_kv
-    # exp(x - m) as exp2((x - m) * log2 e): one MUFU op per score and pass; the row
-    # is normalised by one reciprocal and a multiply per score (a division per
-    # score costs a dozen instructions: it made the kernel instruction-bound)
+    # causal loads stop at n_valid rounded up to 8 columns (Nk_pad is a multiple of 8)
+    n_load = tl.multiple_of(tl.minimum((n_valid + 7) // 8 * 8, stride_row), 8)
     if ONE_PASS:
-        s = tl.load(S + cols, mask=cols < n_valid, other=NEG_INF).to(tl.float32)
-        m = tl.max(s, 0)
-        e = tl.math.exp2((s - m) * _LOG2E)
-        p = e * (1.0 / tl.sum(e, 0))
-        tl.store(P + cols, p.to(P.dtype.element_ty), mask=cols < n_kv)
+        if CAUSAL and TIERS > 1:
+            # the narrowest width that holds the row's scores: a row exponentiates at
+            # most twice the scores it sees (the smallest width: any number)
+            narrow: tl.constexpr = BLOCK >> (TIERS - 1)
+            if n_valid <= narrow:
+                _softmax_row(S, P, n_kv, n_valid, n_load, CAUSAL, narrow, BLOCK)
+            for t in tl.static_range(1, TIERS):
+                if (n_valid > (narrow << (t - 1))) & (n_valid <= (narrow << t)):
+                    _softmax_row(S, P, n_kv, n_valid, n_load, CAUSAL, narrow << t, BLOCK)
+        else:
+            _softmax_row(S, P, n_kv, n_valid, n_load, CAUSAL, BLOCK, BLOCK)
     else:
+        cols = tl.arange(0, BLOCK)
+        bound = n_load if CAUSAL else n_kv
         # -- pass 1: running row max and rescaled row sum, a chunk at a time --
         # (the first chunk always holds column 0, so the max is finite from the start)
-        x = tl.load(S + cols, mask=cols < n_valid, other=NEG_INF).to(tl.float32)
+        x = tl.load(S + cols, mask=cols < bound, other=NEG_INF).to(tl.float32)
+        x = tl.where(cols < n_valid, x, NEG_INF) if CAUSAL else x
         m_row = tl.max(x, 0)
         l_row = tl.sum(tl.math.exp2((x - m_row) * _LOG2E), 0)
         for start in range(BLOCK, n_valid, BLOCK):
-            xs = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
+            xs = tl.load(S + start + cols, mask=start + cols < bound, other=NEG_INF)
             xs = xs.to(tl.float32)
+            xs = tl.where(start + cols < n_valid, xs, NEG_INF) if CAUSAL else xs
             m_new = tl.maximum(m_row, tl.max(xs, 0))
             l_row = l_row * tl.math.exp2((m_row - m_new) * _LOG2E) + tl.sum(
                 tl.math.exp2((xs - m_new) * _LOG2E), 0
@@ -126,8 +175,10 @@ def _softmax_kernel(
         # -- pass 2: normalise and write P (masked columns get 0) --
         inv_l = 1.0 / l_row
         for start in range(0, n_valid, BLOCK):
-            xs = tl.load(S + start + cols, mask=start + cols < n_valid, other=NEG_INF)
-            p = tl.math.exp2((xs.to(tl.float32) - m_row) * _LOG2E) * inv_l
+            xs = tl.load(S + start + cols, mask=start + cols < bound, other=NEG_INF)
+            xs = xs.to(tl.float32)
+            xs = tl.where(start + cols < n_valid, xs, NEG_INF) if CAUSAL else xs
+            p = tl.math.exp2((xs - m_row) * _LOG2E) * inv_l
             tl.store(P + start + cols, p.to(P.dtype.element_ty), mask=start + cols < n_kv)
         # chunks wholly past the columns the row sees (causal): zeros, no load, no exp2
         zeros = tl.zeros([BLOCK], dtype=P.dtype.element_ty)
@@ -188,10 +239,35 @@ def _pv_kernel(
 
 
 def softmax_launch(n_kv: int) -> tuple[int, bool, int]:
-    """(block, one_pass, num_warps) of the row-softmax kernel: the plan the trace
-    generator models (traces.standard.softmax_plan)."""
+    """(block, one_pass, num_warps) of the backward's row kernel (dS): the plan its
+    trace models (traces.standard.softmax_plan). The forward's softmax runs
+    traces.standard.softmax_fwd_plan."""
     block, passes, num_warps = softmax_plan(n_kv)
     return block, passes == 1, num_warps
+
+
+def softmax_rows(s: torch.Tensor, p: torch.Tensor, n_kv: int, causal: bool) -> None:
+    """P = softmax(mask(S)) row by row, as the forward's second launch runs it.
+
+    ``s``, ``p``: [B·H, Nq, Nk_pad] buffers (:func:`probs_buffer`); columns from
+    ``n_kv`` on are padding, never read into a row's result and never written.
+    """
+    bh, n_q, n_pad = s.shape
+    # the kernel takes Nk_pad as both the row stride and the bound of its loads
+    assert s.is_contiguous() and p.is_contiguous() and p.shape == s.shape and n_pad % 8 == 0
+    plan = softmax_fwd_plan(n_kv, causal)
+    _softmax_kernel[(n_q, bh)](
+        s,
+        p,
+        n_q,
+        n_kv,
+        n_pad,
+        CAUSAL=causal,
+        BLOCK=plan.block,
+        ONE_PASS=plan.passes == 1,
+        TIERS=plan.tiers,
+        num_warps=plan.num_warps,
+    )
 
 
 def probs_buffer(q: torch.Tensor, n_kv: int) -> torch.Tensor:
@@ -210,10 +286,8 @@ def launches(q, k, v, causal, sm_scale, config, out, *, p=None):
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     bm, bn = config.block_m, config.block_n
-    n_pad = triton.cdiv(n_kv, 8) * 8
     s = probs_buffer(q, n_kv)
     p = torch.empty_like(s) if p is None else p
-    block, one_pass, sm_warps = softmax_launch(n_kv)
 
     def run_qk():
         grid = (triton.cdiv(n_q, bm), triton.cdiv(n_kv, bn), batch * heads)
@@ -236,17 +310,7 @@ def launches(q, k, v, causal, sm_scale, config, out, *, p=None):
         )
 
     def run_softmax():
-        _softmax_kernel[(batch * heads * n_q,)](
-            s,
-            p,
-            n_q,
-            n_kv,
-            n_pad,
-            CAUSAL=causal,
-            BLOCK=block,
-            ONE_PASS=one_pass,
-            num_warps=sm_warps,
-        )
+        softmax_rows(s, p, n_kv, causal)
 
     def run_pv():
         grid = (triton.cdiv(n_q, bm), batch * heads)

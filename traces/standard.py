@@ -7,12 +7,14 @@
 2. ``softmax``: one CTA per row of S (grid (r, bh)). It reads the row, applies
    the causal mask (S and P stay full N_q x N_kv: the math path masks, it does
    not skip; but the kernel's masked loads read only the r + 1 scores a causal
-   row sees), takes max, exp2, sum, multiplies by 1/sum and writes the row of P. As
-   tilesim's Triton kernel does (`softmax_plan`), a row of up to
-   ``SOFTMAX_MAX_BLOCK`` scores is held in registers and read once; a longer
-   row is read twice (an online max/sum pass, then the normalise-and-write
-   pass: each pass exponentiates every score it reads; pass 2 writes the
-   chunks wholly past a causal row's last score as zeros, without exp).
+   row sees, rounded up to 8), takes max, exp2, sum, multiplies by 1/sum and
+   writes the row of P. As tilesim's Triton kernel does (`softmax_fwd_plan`), a
+   row of up to ``SOFTMAX_FWD_MAX_BLOCK`` scores (``SOFTMAX_MAX_BLOCK`` when
+   causal) is held in registers and read once; a causal row is exponentiated at
+   the narrowest compiled width (block, block/2, block/4) that holds its scores
+   and gets zeros past it. A longer row is read twice (an online max/sum pass,
+   then the normalise-and-write pass, both over the chunks that hold the row's
+   scores; a causal row's chunks past its last score are written as zeros).
 3. ``pv``: O = P V, tiles of block_m x d with a k-loop over N_kv in steps of
    block_n; the P and V tile loads are pipelined ``num_stages - 1`` ahead.
 
@@ -21,6 +23,9 @@ HBM traffic is Theta(N d + N^2): S and P are each written once and read once.
 """
 
 from __future__ import annotations
+
+from itertools import pairwise
+from typing import NamedTuple
 
 from ..hwmodels.gpu import GPU
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
@@ -38,16 +43,90 @@ from .tiles import (
 )
 from .workload import KernelConfig, Workload
 
-SOFTMAX_MAX_BLOCK = 8192  # longest row the softmax kernel keeps in registers (one pass)
+SOFTMAX_MAX_BLOCK = 8192  # longest row the backward's dS kernel, and the forward's causal
+# softmax, keep in registers (one pass); the chunk of the forward's two-pass rows
 SOFTMAX_REGS = 32  # a row kernel keeps a few scalars per thread
+# The forward's non-causal softmax keeps rows of up to this many scores in registers (H200:
+# one pass at 16384 took 8.35 ms where two passes of 8192 took 9.17, kernels/TUNING.md). A
+# causal row of 8193-16384 scores is faster in two passes (7.50 ms vs 7.63): rows shorter
+# than the chunk take one chunk per pass, and pass 2 re-reads S from L2.
+SOFTMAX_FWD_MAX_BLOCK = 16384
+# A causal one-pass row runs at the narrowest of the widths block, block/2, block/4 that
+# holds the scores it sees (none narrower than SOFTMAX_MIN_WIDTH): it exponentiates at
+# most twice what it sees, not the whole block (H200, N = 8192: 3.33 ms vs 3.46 at one width)
+SOFTMAX_FWD_TIERS = 3
+SOFTMAX_MIN_WIDTH = 16
+SOFTMAX_LOAD_VECTOR = 8  # a causal row loads its scores rounded up to 8 (16-byte loads)
+
+
+class SoftmaxPlan(NamedTuple):
+    """How the forward's row-softmax kernel runs rows of ``n_kv`` scores."""
+
+    block: int  # register block: a power of two >= the row (one pass) or the chunk (two)
+    passes: int  # 1: the row in registers; 2: an online max/sum pass, then the write pass
+    num_warps: int
+    tiers: int  # causal one-pass rows: widths block, block/2, ..., block/2^(tiers-1)
+
+    def widths(self) -> tuple[int, ...]:
+        """The row widths the kernel compiles, narrowest first."""
+        return tuple(self.block >> t for t in reversed(range(self.tiers)))
+
+
+def _warps(block: int) -> int:
+    # 16 scores per thread from 2048 to 8192 (4 warps below), 32 at 16384: 32 warps (16
+    # per thread) ran 2% slower there, and 8192 at 32 warps 1.4x slower (H200)
+    return min(16, max(4, block // 512))
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
 
 
 def softmax_plan(n_kv: int) -> tuple[int, int, int]:
-    """(block, passes over the row, num_warps) of the row-softmax kernel for rows of
-    ``n_kv`` scores; kernels/standard.py launches exactly this."""
-    block = min(1 << max(0, n_kv - 1).bit_length(), SOFTMAX_MAX_BLOCK)
-    num_warps = 4 if block <= 2048 else 8 if block <= 4096 else 16
-    return block, 1 if block >= n_kv else 2, num_warps
+    """(block, passes over the row, num_warps) of the backward's dS row kernel for rows
+    of ``n_kv`` scores (kernels/standard_bwd.py launches exactly this); also the chunk
+    plan of the forward's two-pass rows."""
+    block = min(_pow2(n_kv), SOFTMAX_MAX_BLOCK)
+    return block, 1 if block >= n_kv else 2, _warps(block)
+
+
+def softmax_fwd_plan(n_kv: int, causal: bool) -> SoftmaxPlan:
+    """The forward's row-softmax plan for rows of ``n_kv`` scores; kernels/standard.py
+    launches exactly this and ``build`` models it."""
+    if n_kv > (SOFTMAX_MAX_BLOCK if causal else SOFTMAX_FWD_MAX_BLOCK):
+        block, passes, warps = softmax_plan(n_kv)
+        return SoftmaxPlan(block, passes, warps, 1)
+    block = _pow2(n_kv)
+    tiers = 1
+    while causal and tiers < SOFTMAX_FWD_TIERS and block >> tiers >= SOFTMAX_MIN_WIDTH:
+        tiers += 1
+    return SoftmaxPlan(block, 1, _warps(block), tiers)
+
+
+def _exceeds(n: str, width: int) -> str:
+    """1 if the expression ``n`` exceeds ``width``, else 0 (n >= 0), as an IR expression."""
+    return f"min(1, max(0, {n} - {width}))"
+
+
+def softmax_row_work(plan: SoftmaxPlan, causal: bool) -> tuple[str, str, str]:
+    """(scores read per pass, exp2 lanes, FP32 lanes) of forward softmax row ``r``, as
+    IR expressions; lanes past the row's end (a block padded to a power of two) are
+    not counted."""
+    # a causal row r sees r + 1 scores; its loads stop at that rounded up to 8 columns
+    seen = "min(N_kv, r + 1)" if causal else "N_kv"
+    vec = SOFTMAX_LOAD_VECTOR
+    read = f"cdiv({seen}, {vec})*{vec}" if causal else "N_kv"
+    per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + (FP32_PER_MASKED_SCORE if causal else 0)
+    if plan.passes == 1:
+        # the narrowest compiled width that holds the row: every lane of it is exponentiated
+        widths = plan.widths()
+        steps = [f"{hi - lo}*{_exceeds(seen, lo)}" for lo, hi in pairwise(widths)]
+        lanes = f"min(N_kv, {' + '.join([str(widths[0]), *steps])})" if causal else "N_kv"
+        return read, lanes, f"{lanes}*{per_score}"
+    # two passes over the chunks (of `block`) that hold the row's scores, each lane
+    # exponentiated in both; chunks wholly past a causal row's last score get zeros
+    chunks = f"min(N_kv, cdiv({seen}, {plan.block})*{plan.block})"
+    return read, f"2*{chunks}", f"{chunks}*{per_score + STANDARD_FP32_PER_SCORE_SECOND_PASS}"
 
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
@@ -84,24 +163,14 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     )
 
     # -- 2. P = softmax(mask(S)), one CTA per row ------------------------------
-    _, passes, sm_warps = softmax_plan(w.seqlen_kv)
-    per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + (FP32_PER_MASKED_SCORE if w.causal else 0)
+    plan = softmax_fwd_plan(w.seqlen_kv, w.causal)
+    sm_warps = plan.num_warps
     sm_threads = sm_warps * 32
-    # The kernel loads only the columns the row sees (masked loads): a causal row r
-    # reads r + 1 scores, each pass; it writes the whole row of P.
-    seen = "min(N_kv, r + 1)" if w.causal else "N_kv"
+    read, exp, fp32 = softmax_row_work(plan, w.causal)
     softmax_ops = [
-        Load(f"s{i}" if passes > 1 else "s", "S", ("bh", "r"), f"{seen}*e") for i in range(passes)
+        Load(f"s{i}" if plan.passes > 1 else "s", "S", ("bh", "r"), f"{read}*e")
+        for i in range(plan.passes)
     ]
-    if passes == 1:
-        exp, fp32 = "N_kv", f"N_kv*{per_score}"
-    else:
-        # pass 1 exponentiates the scores the row sees; pass 2 the chunks that hold
-        # them (whole chunks of `block`, up to the row's end) and writes zeros past them
-        block = softmax_plan(w.seqlen_kv)[0]
-        chunks = f"min(N_kv, cdiv({seen}, {block})*{block})"
-        exp = f"{seen} + {chunks}"
-        fp32 = f"{chunks}*{per_score + STANDARD_FP32_PER_SCORE_SECOND_PASS}"
     softmax = Launch(
         name="softmax",
         grid=(("r", w.seqlen_q), ("bh", bh)),

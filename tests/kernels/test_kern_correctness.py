@@ -141,9 +141,9 @@ def test_v3_kernel_fp8(shape, causal, device):
 @pytest.mark.parametrize("causal", [False, True])
 def test_standard_two_pass_softmax(causal, device, monkeypatch):
     """Rows longer than the softmax kernel's register block are read twice (online max/sum)."""
-    from tilesim.kernels import standard
     from tilesim.traces import standard as plan
 
     monkeypatch.setattr(plan, "SOFTMAX_MAX_BLOCK", 32)
-    assert standard.softmax_launch(150)[1] is False  # the two-pass kernel really runs
+    monkeypatch.setattr(plan, "SOFTMAX_FWD_MAX_BLOCK", 32)
+    assert plan.softmax_fwd_plan(150, causal).passes == 2  # the two-pass kernel really runs
     _check("standard", (1, 1, 40, 150, 64), causal, torch.float16, device, SMALL)

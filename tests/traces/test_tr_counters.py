@@ -9,7 +9,7 @@ from tilesim.traces import KernelConfig, Workload, build, default_config
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Load, Mma, Store, Vector
-from tilesim.traces.standard import SOFTMAX_MAX_BLOCK
+from tilesim.traces.standard import SOFTMAX_FWD_MAX_BLOCK, SOFTMAX_MAX_BLOCK
 
 ALGOS = ("standard", "v1", "v2", "v3")
 
@@ -113,31 +113,49 @@ def test_causal_is_about_half_at_large_n(algo, h100):
     assert 0.5 < ratio < 0.51
 
 
-def test_standard_causal_is_full_work(h100):
-    # PyTorch's math path masks S, it does not skip: same FLOPs and exps as non-causal
+def test_standard_causal_is_full_gemm_work(h100):
+    # PyTorch's math path masks S, it does not skip: the GEMMs are full when causal
     w = Workload(1, 2, 1024, 1024, 64, causal=True)
     c = counters(build("standard", w, h100))
     assert c.matmul_flops == full_flops(w)
-    assert c.exp_count == 2 * 1024 * 1024
     nc = counters(build("standard", Workload(1, 2, 1024, 1024, 64), h100))
-    assert c.fp32_ops == nc.fp32_ops + 2 * 1024 * 1024  # the mask: one select per score
-    # ... but the softmax kernel's masked loads read only the r + 1 scores row r sees
-    unread = 2 * (1024 * 1024 - 1024 * 1025 // 2) * w.elem_bytes
+    assert nc.exp_count == 2 * 1024 * 1024
+    # ... but a causal softmax row r runs at the narrowest of the widths 256, 512, 1024
+    # (block/4, block/2, block) that holds its r + 1 scores: exp2 and FP32 lanes follow it
+    lanes = sum(next(x for x in (256, 512, 1024) if x >= r + 1) for r in range(1024))
+    assert lanes == 256 * 256 + 256 * 512 + 512 * 1024
+    assert c.exp_count == 2 * lanes
+    assert c.fp32_ops - nc.fp32_ops == 2 * (5 * lanes - 4 * 1024 * 1024)  # + the mask select
+    # ... and its loads read the r + 1 scores it sees, rounded up to 8 columns (16 bytes)
+    read = sum(-(-(r + 1) // 8) * 8 for r in range(1024))
+    unread = 2 * (1024 * 1024 - read) * w.elem_bytes
     assert c.no_reuse_read_bytes == nc.no_reuse_read_bytes - unread
     assert c.no_reuse_write_bytes == nc.no_reuse_write_bytes
 
 
+def test_standard_causal_rows_beyond_the_block_read_s_once(h100):
+    # rows of N = 1000 pad to a block of 1024; the last rows see 1000 scores, not 1024
+    w = Workload(1, 1, 1000, 1000, 64, causal=True)
+    c = counters(build("standard", w, h100))
+    lanes = sum(min(1000, next(x for x in (256, 512, 1024) if x >= r + 1)) for r in range(1000))
+    assert c.exp_count == lanes
+    assert c.read_bytes_by_tensor["S"] == sum(-(-(r + 1) // 8) * 8 for r in range(1000)) * 2
+
+
 def test_standard_two_pass_rows_exponentiate_twice(h100):
-    # pass 1 exponentiates the scores a row sees (for the running sum), pass 2 the row
-    n = SOFTMAX_MAX_BLOCK + 1
+    # a non-causal row longer than the register block (16384) takes two passes in chunks
+    # of 8192; both exponentiate every score of the row
+    n = SOFTMAX_FWD_MAX_BLOCK + 1
     full = counters(build("standard", Workload(1, 1, 16, n, 64), h100))
     assert full.exp_count == 16 * 2 * n
-    # causal: pass 2 takes only the chunks (of SOFTMAX_MAX_BLOCK) holding scores the
-    # row sees; rows r < 8192 see only the first chunk, the last row both
+    # causal rows take two passes past 8192 scores, over the chunks (of 8192) holding the
+    # scores a row sees: rows r < 8192 the first chunk, the last row both
+    n = SOFTMAX_MAX_BLOCK + 1
     causal = counters(build("standard", Workload(1, 1, n, n, 64, causal=True), h100))
     chunk = SOFTMAX_MAX_BLOCK
-    want = sum(r + 1 + min(n, -(-(r + 1) // chunk) * chunk) for r in range(n))
-    assert causal.exp_count == want
+    assert causal.exp_count == sum(2 * min(n, -(-(r + 1) // chunk) * chunk) for r in range(n))
+    # each pass reads the scores the row sees, rounded up to 8 columns
+    assert causal.read_bytes_by_tensor["S"] == 2 * sum(-(-(r + 1) // 8) * 8 for r in range(n)) * 2
 
 
 # -- HBM bytes -------------------------------------------------------------------------
@@ -174,7 +192,9 @@ def test_standard_bytes_grow_as_n_squared(h100):
         assert c.compulsory_hbm_bytes == 2 * n * n * 2 + 4 * n * 128 * 2
 
 
-@pytest.mark.parametrize(("n_kv", "passes"), [(SOFTMAX_MAX_BLOCK, 1), (SOFTMAX_MAX_BLOCK + 1, 2)])
+@pytest.mark.parametrize(
+    ("n_kv", "passes"), [(SOFTMAX_FWD_MAX_BLOCK, 1), (SOFTMAX_FWD_MAX_BLOCK + 1, 2)]
+)
 def test_standard_long_rows_are_read_twice(n_kv, passes, h100):
     # a row longer than the softmax's register block takes a max/sum pass, then a write pass
     w = Workload(1, 1, 16, n_kv, 64)
