@@ -142,7 +142,7 @@ def test_standard_launches_are_three_kernels():
     assert K.rel_error(out, reference(q, k, v, True)) < TOL[torch.float16]
 
 
-def test_long_rows_take_the_two_pass_softmax():
+def test_standard_long_rows_take_the_two_pass_softmax():
     """Rows longer than the softmax kernel's register block (8192 causal, 16384 not) are
     read twice; a non-causal row of 10000 is read once."""
     _check("standard", (1, 1, 64, 10000, 64), True, torch.float16, seed=5)

@@ -84,7 +84,7 @@ def test_plan_limits():
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("n", [8192, 12003, 16384, 20000])
-def test_real_rows(n, causal):
+def test_standard_softmax_real_rows(n, causal):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     _check(2, n if n <= 16384 else 256, n, causal, "cuda", seed=n)
