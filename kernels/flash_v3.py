@@ -223,11 +223,13 @@ def _transpose_v_kernel(
     n_pad,
     HEAD_DIM: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    PERMUTE: tl.constexpr,
 ):
     """One [BLOCK_N, d] tile of one head: read rows of V, write them as columns of Vᵀ.
 
     Bytes are moved as uint8 (the transpose does not care what they encode); rows
-    past ``n_kv`` up to ``n_pad`` are written as zeros (0 x NaN would be NaN).
+    past ``n_kv`` up to ``n_pad`` are written as zeros (0 x NaN would be NaN). With
+    ``PERMUTE`` key r goes to column ``permuted_key_column(r)`` (see ``transpose_v``).
     """
     pid_n = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
@@ -238,6 +240,12 @@ def _transpose_v_kernel(
         mask=rows[:, None] < n_kv,
         other=0,
     )
+    if PERMUTE:
+        # row 32c + 16h + 4t + 2g + i of the tile takes key 32c + 16h + 8g + 2t + i
+        # (permuted in registers, so the store stays contiguous)
+        tile = tl.reshape(tile, [BLOCK_N // 32, 2, 2, 4, 2, HEAD_DIM])
+        tile = tl.permute(tile, [0, 1, 3, 2, 4, 5])
+        tile = tl.reshape(tile, [BLOCK_N, HEAD_DIM])
     tl.store(
         VT + bh * HEAD_DIM * n_pad + offs_d[:, None] * n_pad + rows[None, :],
         tl.trans(tile),
@@ -245,15 +253,29 @@ def _transpose_v_kernel(
     )
 
 
+def permuted_key_column(key: int) -> int:
+    """Where ``transpose_v(..., permute=True)`` puts key ``key`` (a permutation within 32)."""
+    r = key % 32
+    return key - r + (r & 16) + ((r >> 1) & 3) * 4 + ((r >> 3) & 1) * 2 + (r & 1)
+
+
 TRANSPOSE_BLOCK_N = 64  # rows of V per program of the fp8 V transpose
 
 
-def transpose_v(v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def transpose_v(
+    v: torch.Tensor, out: torch.Tensor | None = None, *, permute: bool = False
+) -> torch.Tensor:
     """Vᵀ for fp8: [B, H, Nk, d] -> [B, H, d, Nk_pad] (Nk_pad: a multiple of 16, for TMA).
 
     One Triton launch, grid (cdiv(Nk_pad, 64), B·H): fp8 wgmma wants both operands
     K-major, and P V's K dimension is the sequence. (torch's strided ``copy_`` of a
     transposed 1-byte tensor ran at ~0.3 TB/s on the H200: 0.2 ms for a 32 MiB V.)
+
+    ``permute=True`` (the Gluon kernel's fp8 path) also reorders the keys within each
+    aligned group of 32 (``permuted_key_column``): the order in which a wgmma
+    accumulator row's values sit in a thread's registers, so that P can be the 8-bit A
+    operand of P V without moving bytes between lanes. The permutation keeps each
+    half of 16 in place, so the zero padding up to a multiple of 16 stays zero.
     """
     batch, heads, n_kv, d = v.shape
     n_pad = triton.cdiv(n_kv, 16) * 16
@@ -268,6 +290,7 @@ def transpose_v(v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tenso
         n_pad,
         HEAD_DIM=d,
         BLOCK_N=TRANSPOSE_BLOCK_N,
+        PERMUTE=permute,
         num_warps=4,
     )
     return out

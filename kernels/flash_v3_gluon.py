@@ -21,7 +21,9 @@ schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
   warpgroups issue their GEMMs in alternation and one's softmax overlaps the
   other's GEMMs (FA3 §3.1; FA3 uses named barriers, Gluon 3.6 has mbarriers).
 * **FP8** e4m3 with per-tensor descales, P rounded to e4m3, V passed
-  transposed (K-major, as fp8 wgmma needs) by ``flash_v3.transpose_v``.
+  transposed (K-major, as fp8 wgmma needs) by ``flash_v3.transpose_v``; with
+  ``permute_p`` V's keys are also permuted within each 32 so that P becomes the
+  8-bit A operand without moving bytes between lanes (``_p_operand``).
 
 Rows past the end of a head (N not a multiple of 128) are read from the next
 head (flat [B·H·N, d] descriptors) and never stored; K/V columns past the end
@@ -152,6 +154,26 @@ if AVAILABLE:
         return p, m_new, l_i, alpha
 
     @gluon.jit
+    def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, PERMUTE_P: gl.constexpr):
+        """P (wgmma accumulator layout, fp32) as the A operand of P V in ``dtype``.
+
+        An 8-bit A operand holds 4 consecutive k per register (k = 4t..4t+3 and
+        16+4t..16+4t+3 of each 32 for lane t % 4), the accumulator pairs (columns 2t, 2t+1,
+        8+2t, 9+2t of each 16): a plain conversion moves bytes between lanes (16 shuffles
+        and their selects per block). With ``PERMUTE_P`` the columns are reordered within
+        each 32 so that every lane keeps its own values (column 16h + 4t + 2g + i takes
+        column 16h + 8g + 2t + i): the conversion is register-only. V's keys are permuted
+        the same way by ``transpose_v(..., permute=True)``, so P V is unchanged.
+        """
+        if PERMUTE_P:
+            M: gl.constexpr = p.shape[0]
+            N: gl.constexpr = p.shape[1]
+            p6 = gl.reshape(p, [M, N // 32, 2, 2, 4, 2])  # [row, c, h, g, t, i]
+            p6 = gl.permute(p6, (0, 1, 2, 4, 3, 5))  # [row, c, h, t, g, i]
+            p = gl.reshape(p6, [M, N])
+        return gl.convert_layout(p.to(dtype), p_layout)
+
+    @gluon.jit
     def _consumer(
         q_smem,
         k_smem,
@@ -181,6 +203,7 @@ if AVAILABLE:
         MASK: gl.constexpr,
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
+        PERMUTE_P: gl.constexpr,
     ):
         """One consumer warpgroup: 64 rows of Q, the whole K/V loop, the epilogue."""
         WGM: gl.constexpr = q_smem.shape[1]
@@ -236,7 +259,7 @@ if AVAILABLE:
             k = k_smem.index(s_idx)
             s_tok = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            p_op = _p_operand(p, dtype, p_layout, PERMUTE_P)
             mbarrier.wait(v_ready.index(v_idx), v_phase)
             v = v_smem.index(v_idx)
             if FP8:
@@ -267,7 +290,7 @@ if AVAILABLE:
         last = n_blocks - 1
         v_idx = last % STAGES
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        p_op = _p_operand(p, dtype, p_layout, PERMUTE_P)
         mbarrier.wait(v_ready.index(v_idx), (last // STAGES) & 1)
         v = v_smem.index(v_idx)
         if FP8:
@@ -306,6 +329,7 @@ if AVAILABLE:
         MASK: gl.constexpr,
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
+        PERMUTE_P: gl.constexpr,
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
         NUM_WG: gl.constexpr,
@@ -403,6 +427,7 @@ if AVAILABLE:
                             MASK,
                             FP8,
                             PINGPONG,
+                            PERMUTE_P,
                         ),
                     ),
                     (
@@ -436,6 +461,7 @@ if AVAILABLE:
                             MASK,
                             FP8,
                             PINGPONG,
+                            PERMUTE_P,
                         ),
                     ),
                     (_producer, producer_args),
@@ -477,6 +503,7 @@ if AVAILABLE:
                             MASK,
                             FP8,
                             PINGPONG,
+                            PERMUTE_P,
                         ),
                     ),
                     (
@@ -510,6 +537,7 @@ if AVAILABLE:
                             MASK,
                             FP8,
                             PINGPONG,
+                            PERMUTE_P,
                         ),
                     ),
                     (
@@ -543,6 +571,7 @@ if AVAILABLE:
                             MASK,
                             FP8,
                             PINGPONG,
+                            PERMUTE_P,
                         ),
                     ),
                     (_producer, producer_args),
@@ -623,11 +652,15 @@ def launches(
     v_scale=1.0,
     lse=None,
     consumer_groups=2,
+    permute_p=False,
 ):
     """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel.
 
     ``consumer_groups=3`` (192 Q rows per CTA, 160 registers per consumer thread, which
     fits without spills only with block_n = 64) is an experiment outside KernelConfig.
+    ``permute_p=True`` (fp8 only; off by default until the GPU tests have run it) writes
+    Vᵀ with its keys permuted within each 32 so that P needs no lane shuffles to become
+    the A operand of P V (kernels/TUNING.md: +5-8% non-causal on the H200).
     """
     if consumer_groups not in (2, 3):
         raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
@@ -649,7 +682,7 @@ def launches(
     if fp8:
         n_pad = triton.cdiv(n_kv, 16) * 16
         vt = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
-        runs.append(("v3_transpose_v", lambda: transpose_v(v, vt)))
+        runs.append(("v3_transpose_v", lambda: transpose_v(v, vt, permute=bool(permute_p))))
         desc_v = _descriptor(vt.view(-1, n_pad), [d, bn])
     else:
         desc_v = _descriptor(v.contiguous().view(-1, d), [bn, d])
@@ -674,6 +707,7 @@ def launches(
         MASK=causal or n_kv % bn != 0,
         FP8=fp8,
         PINGPONG=config.pingpong,
+        PERMUTE_P=bool(permute_p) and fp8,
         PRODUCER_REGS=PRODUCER_REGS,
         # registers: 65,536 per SM over (groups + 1) warpgroups; the default partition
         # gets what the workers leave (240 is the most ptxas gives a thread that wgmma

@@ -1,13 +1,14 @@
 """Check, then time, v3's Gluon warp-specialised kernel against the Triton v3 (GPU only).
 
-    python -m tilesim.kernels.probe_v3_gluon --out DIR [--variants a,b] [--hang-s 45]
+    python -m tilesim.kernels.probe_v3_gluon --out DIR [--variants a,b:fp8] [--hang-s 45]
 
 Shapes: B·N = 16k tokens, H = 16, d = 128, N in 4096, 8192, 16384, causal off and
 on, fp16 and fp8 (e4m3, per-tensor descales). Each variant (a kernel config, see
 ``VARIANTS``) runs in its own subprocess per dtype under a hard timeout, so a
-deadlocked kernel costs ``--hang-s`` seconds and nothing else. ``GROUPS3``
-variants run three consumer warpgroups (192 Q rows per CTA), which KernelConfig
-cannot describe. In the subprocess, every shape is first checked (NaN-poisoned
+deadlocked kernel costs ``--hang-s`` seconds and nothing else (``name:dtype`` in
+``--variants`` runs that variant in one dtype only). Variants with keyword
+arguments call ``flash_v3_gluon.launches`` directly (schedules KernelConfig cannot
+describe). In the subprocess, every shape is first checked (NaN-poisoned
 output, fresh random inputs; every element written, and the first and last head
 against a float32 reference by row chunks), then timed with
 ``triton.testing.do_bench`` (L2 flushed, median) over all the variant's launches
@@ -34,21 +35,25 @@ from . import flash_v3_gluon, launches, quantize_fp8
 TOKENS, HEADS, D = 16384, 16, 128
 SEQLENS = (4096, 8192, 16384)
 TOL = {"fp16": 5e-3, "fp8": 0.1}
-VARIANTS = {  # name -> KernelConfig (None: the API's default v3 config)
-    "v3_default": None,
-    "gluon_pp_s2": KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True, pingpong=True),
-    "gluon_nopp_s2": KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True),
-    "gluon_pp_s3": KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True, pingpong=True),
-    "gluon_nopp_s3": KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True),
+WS3 = KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True)
+WS3_PP = WS3.replace(pingpong=True)
+# name -> (KernelConfig or None for the API's default v3 config, flash_v3_gluon.launches
+# keyword arguments or None for the API path): experiments KernelConfig does not describe
+# (consumer_groups=3: 192 rows per CTA; permute_p: the fp8 P operand without lane
+# shuffles, V's keys permuted to match). The lazy-rescale and P-through-shared-memory
+# schedules of the 2026-11-30 fp8 log were measured from a patch not kept (TUNING.md).
+VARIANTS = {
+    "v3_default": (None, None),
+    "gluon_pp_s2": (WS3.replace(num_stages=2, pingpong=True), None),
+    "gluon_nopp_s2": (WS3.replace(num_stages=2), None),
+    "gluon_pp_s3": (WS3_PP, None),
+    "gluon_nopp_s3": (WS3, None),
+    "gluon3_bn64_nopp_s3": (WS3.replace(block_n=64), dict(consumer_groups=3)),
+    "gluon3_bn64_pp_s3": (WS3_PP.replace(block_n=64), dict(consumer_groups=3)),
+    "gluon_old_permp_s3": (WS3, dict(permute_p=True)),
+    "gluon_old_permp_s2": (WS3.replace(num_stages=2), dict(permute_p=True)),
+    "gluon_pp_old_permp_s3": (WS3_PP, dict(permute_p=True)),
 }
-# three consumer warpgroups (192 rows per CTA): outside KernelConfig, so these call
-# flash_v3_gluon.launches(..., consumer_groups=3) directly
-GROUPS3 = {
-    "gluon3_bn64_nopp_s3": KernelConfig(128, 64, 8, 3, "wgmma", warp_specialize=True),
-    "gluon3_bn64_pp_s3": KernelConfig(128, 64, 8, 3, "wgmma", warp_specialize=True, pingpong=True),
-    "gluon3_bn64_nopp_s4": KernelConfig(128, 64, 8, 4, "wgmma", warp_specialize=True),
-}
-VARIANTS.update(GROUPS3)
 
 
 def _reference_rows(q, k, v, causal, sm_scale, bh):
@@ -67,7 +72,7 @@ def _reference_rows(q, k, v, causal, sm_scale, bh):
 
 def _one(variant: str, dtype: str, out_path: Path) -> None:
     """All shapes of one variant and dtype (runs in a subprocess)."""
-    config = VARIANTS[variant]
+    config, gluon_kwargs = VARIANTS[variant]
     for n in SEQLENS:
         batch = TOKENS // n
         gen = torch.Generator(device="cuda").manual_seed(n + (1 if dtype == "fp8" else 0))
@@ -91,14 +96,14 @@ def _one(variant: str, dtype: str, out_path: Path) -> None:
                 d=D,
                 causal=causal,
                 config=None if config is None else config.to_dict(),
+                gluon_kwargs=gluon_kwargs,
             )
             out = torch.full(shape, float("nan"), dtype=torch.float16, device="cuda")
             try:
-                if variant in GROUPS3:
+                if gluon_kwargs is not None:
                     runs = flash_v3_gluon.launches(
-                        q, k, v, causal, D**-0.5, config, out, consumer_groups=3, **extra
+                        q, k, v, causal, D**-0.5, config, out, **gluon_kwargs, **extra
                     )
-                    row["consumer_groups"] = 3
                 else:
                     out, runs = launches(
                         q, k, v, causal=causal, algo="v3", config=config, out=out, **extra
@@ -173,39 +178,42 @@ def main(argv=None) -> int:
     )
     with path.open("a") as f:
         f.write(json.dumps(meta) + "\n")
-    for variant in args.variants.split(","):
-        for dtype in args.dtypes.split(","):
-            t0 = time.time()
-            cmd = [
-                "timeout",
-                "-k",
-                "5",
-                str(args.hang_s),
-                sys.executable,
-                "-m",
-                "tilesim.kernels.probe_v3_gluon",
-                "--out",
-                str(out),
-                "--one",
-                variant,
-                dtype,
-            ]
-            rc = subprocess.run(cmd).returncode
-            if rc != 0:
-                with path.open("a") as f:
-                    f.write(
-                        json.dumps(
-                            dict(
-                                kind="subprocess",
-                                variant=variant,
-                                dtype=dtype,
-                                rc=rc,
-                                hung=rc in (124, 137),
-                                s=round(time.time() - t0, 1),
-                            )
+    jobs = []
+    for item in args.variants.split(","):
+        variant, _, only = item.partition(":")
+        jobs += [(variant, dtype) for dtype in (only or args.dtypes).split(",")]
+    for variant, dtype in jobs:
+        t0 = time.time()
+        cmd = [
+            "timeout",
+            "-k",
+            "5",
+            str(args.hang_s),
+            sys.executable,
+            "-m",
+            "tilesim.kernels.probe_v3_gluon",
+            "--out",
+            str(out),
+            "--one",
+            variant,
+            dtype,
+        ]
+        rc = subprocess.run(cmd).returncode
+        if rc != 0:
+            with path.open("a") as f:
+                f.write(
+                    json.dumps(
+                        dict(
+                            kind="subprocess",
+                            variant=variant,
+                            dtype=dtype,
+                            rc=rc,
+                            hung=rc in (124, 137),
+                            s=round(time.time() - t0, 1),
                         )
-                        + "\n"
                     )
+                    + "\n"
+                )
     with path.open("a") as f:
         f.write(json.dumps(dict(kind="meta_end", smi_after=_smi())) + "\n")
     return 0

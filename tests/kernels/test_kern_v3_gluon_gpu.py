@@ -116,6 +116,32 @@ def test_fp8_matches_reference(causal, n, d):
 
 @gpu
 @hopper
+@pytest.mark.parametrize("config", [WS.replace(num_stages=3), WS_PP], ids=["s3", "pingpong"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("n", "d"), [(2048, 128), (1000, 64), (333, 128)])
+def test_fp8_permuted_p_operand_matches_the_plain_one(config, causal, n, d):
+    """permute_p=True (Vᵀ's keys permuted within 32, P without lane shuffles) computes
+    the same attention: a key whose P and V columns disagreed would move the output by
+    O(1), far above the fp32 summation-order difference allowed here."""
+    from tilesim.kernels import flash_v3_gluon
+
+    q, k, v = make_qkv(1, 3, n, n, d, torch.float32, "cuda", seed=3 * n + d + causal)
+    (q8, sq), (k8, sk), (v8, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
+    scales = dict(q_scale=sq, k_scale=sk, v_scale=sv)
+    outs = []
+    for permute_p in (False, True):
+        out = poisoned(q.shape, torch.float16, "cuda")
+        for _, run in flash_v3_gluon.launches(
+            q8, k8, v8, causal, d**-0.5, config, out, permute_p=permute_p, **scales
+        ):
+            run()
+        outs.append(out)
+    assert K.rel_error(outs[1], reference(q8, k8, v8, causal, **scales)) < 0.1
+    assert K.rel_error(outs[1], outs[0]) < 1e-3
+
+
+@gpu
+@hopper
 def test_lse_matches_reference():
     from tilesim.kernels import flash_v3
 
