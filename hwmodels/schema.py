@@ -35,9 +35,14 @@ FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
 # What a what-if override may change: numbers and feature flags, not identity.
 SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
-# Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8).
+# Zero means absent: no such instruction path (A100: no wgmma, no fp8), or no separate
+# clock for tensor-core kernels.
 ZERO_ALLOWED = frozenset(
-    {"tensor_fp16_wgmma_flop_per_clk_per_sm", "tensor_fp8_wgmma_flop_per_clk_per_sm"}
+    {
+        "tensor_fp16_wgmma_flop_per_clk_per_sm",
+        "tensor_fp8_wgmma_flop_per_clk_per_sm",
+        "sm_clock_tensor_hz",
+    }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
 FRACTIONS = frozenset({"hbm_read_efficiency", "hbm_write_efficiency"})
@@ -48,6 +53,7 @@ UNITS: dict[str, str] = {
     "arch": "",
     "sm_count": "SMs",
     "sm_clock_hz": "Hz",
+    "sm_clock_tensor_hz": "Hz",
     "max_ctas_per_sm": "CTAs",
     "max_warps_per_sm": "warps",
     "regs_per_sm": "regs",
@@ -89,6 +95,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "sm_count",
             "sm_clock_hz",
+            "sm_clock_tensor_hz",
             "max_ctas_per_sm",
             "max_warps_per_sm",
             "regs_per_sm",

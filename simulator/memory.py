@@ -237,13 +237,19 @@ class Memory:
         self.l2_latency = float(gpu.l2_hit_latency_cycles)
         self.hbm_curve = gpu.latency_curve("hbm")
         self.l2_curve = gpu.latency_curve("l2")
-        self.smem_cost = 1.0 / gpu.smem_bandwidth_B_per_clk_per_sm
+        self.smem_rate = gpu.smem_bandwidth_B_per_clk_per_sm
+        self.smem_cost = 1.0 / self.smem_rate
         window = self.hbm_latency
         self.hbm = PSServer(env, "hbm", (self.read_cost, self.write_cost), recorder, window)
         self.l2srv = PSServer(env, "l2", (self.l2_cost,), recorder, window)
         self.l2 = L2Cache(gpu.l2_bytes)
 
     # -- loads ---------------------------------------------------------------------
+
+    def set_sm_speed(self, speed: float) -> None:
+        """Shared memory runs on the SM clock: a launch at ``speed`` x sm_clock_hz
+        (scheduler.sm_speed) moves that much less per cycle."""
+        self.smem_cost = 1.0 / (self.smem_rate * speed)
 
     def load(self, sm, items, extra_hit, extra_rule, rule_hits, event, ctr, reps=1.0, lead=1.0):
         """Bring ``items`` ((key, bytes), ...) into ``sm``'s shared memory; trigger ``event``.

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from simpy.events import Event
 
 from ..errors import TilesimError
+from ..traces.ir import Loop, Mma
 from ..traces.occupancy import occupancy
 from .memory import N_COUNTERS
 from .sm import SM, Cta, Executor
@@ -102,6 +103,24 @@ def make_plan(compiled, slots: int, fidelity: str, persistent: bool = False) -> 
     return Plan(n, head, tail, g, window, slots)
 
 
+def sm_speed(launch, gpu) -> float:
+    """The SM clock ``launch`` runs at, over ``gpu.sm_clock_hz``: below 1 for a launch
+    with matrix work on a GPU whose tensor-core kernels run at a lower clock
+    (``sm_clock_tensor_hz``). The engine counts time in cycles of ``sm_clock_hz``, so
+    such a launch gets that much less of each SM pipe per cycle; memory latencies
+    and bandwidths, fixed in ns and bytes/s, do not change."""
+    cap = gpu.sm_clock_tensor_hz
+    if not 0 < cap < gpu.sm_clock_hz:
+        return 1.0
+    if not any(_has_mma(role.ops) for role in launch.program.roles):
+        return 1.0
+    return cap / gpu.sm_clock_hz
+
+
+def _has_mma(ops) -> bool:
+    return any(isinstance(op, Mma) or (isinstance(op, Loop) and _has_mma(op.body)) for op in ops)
+
+
 class LaunchRun:
     """One launch in flight: places CTAs on SMs and gathers per-item results."""
 
@@ -110,7 +129,9 @@ class LaunchRun:
         self.gpu = gpu
         self.compiled = compiled
         self.launch = compiled.launch
-        self.executor = Executor(env, gpu, memory, compiled, steps)
+        self.memory = memory
+        self.speed = sm_speed(self.launch, gpu)
+        self.executor = Executor(env, gpu, memory, compiled, steps, self.speed)
         self.executor.resident = lambda: self.running
         self.sms = sms
         self.occ = occupancy(self.launch, gpu)
@@ -144,6 +165,7 @@ class LaunchRun:
 
     def start(self) -> None:
         self.t0 = self.env._now
+        self.memory.set_sm_speed(self.speed)  # launches run one after another
         n = self.compiled.num_items
         if self.persistent:
             # Persistent CTAs take their items statically (c, c+P, ...): the plan

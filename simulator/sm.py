@@ -129,17 +129,18 @@ def _sum(ce, G, L, d: int, a: int, cnt: int):
 class Executor:
     """Runs the roles of CTAs of one launch; holds the per-launch constants."""
 
-    def __init__(self, env, gpu, memory, compiled, steps) -> None:
+    def __init__(self, env, gpu, memory, compiled, steps, speed: float = 1.0) -> None:
         self.env = env
         self.mem = memory
         self.compiled = compiled
         self.steps = steps  # StepTables of the fidelity
         path = compiled.launch.mma_path
+        # ``speed``: the launch's SM clock over gpu.sm_clock_hz (scheduler.sm_speed)
         self.tensor_rate = {
-            dt: gpu.tensor_flop_per_clk_per_sm(dt, path) for dt in ("fp16", "bf16", "fp8")
+            dt: gpu.tensor_flop_per_clk_per_sm(dt, path) * speed for dt in ("fp16", "bf16", "fp8")
         }
-        self.sfu_cost = 1.0 / gpu.sfu_ops_per_clk_per_sm
-        self.fp32_cost = 1.0 / gpu.fp32_ops_per_clk_per_sm
+        self.sfu_cost = 1.0 / (gpu.sfu_ops_per_clk_per_sm * speed)
+        self.fp32_cost = 1.0 / (gpu.fp32_ops_per_clk_per_sm * speed)
         self.vector_slowdown = [
             vector_slowdown(role.warps, gpu) for role in compiled.launch.program.roles
         ]

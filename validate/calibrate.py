@@ -11,12 +11,18 @@ change.
 Calibration never looks at attention timings: that is what validation compares
 the model against, and fitting to it would make the accuracy figure meaningless.
 
-Conversions (rates per SM per clock use the SM clock read during that benchmark):
+Conversions (rates per SM per clock use the SM clock of that benchmark: its own cycle
+counter over its ns timer where it has them, else nvidia-smi's reading):
 
-* ``sm_clock_hz`` = median ``nvidia-smi clocks.sm`` sampled during a sustained
-  tensor-core run (attention kernels are tensor-core bound at large N, so this is
-  the clock they run at); without samples, measured tensor FLOP/s ÷ (SMs ×
-  datasheet FLOP/clk/SM) (the clock the datasheet rate would need).
+* ``sm_clock_hz`` = ``sm_clock_tensor_hz`` = the SM clock during a sustained
+  tensor-core run by the SMs' own counters: every CTA of the last ``tl.dot`` loop
+  launch reads ``%clock64`` and ``%globaltimer`` at its start and end, and the clock
+  is their cycles over their ns. (Why not nvidia-smi: on the H200 Nsight Compute's
+  cycle counters gave ~1.75 GHz for every tensor-core kernel of the validation and
+  ~1.97 GHz for the others, while ``nvidia-smi clocks.sm`` read 1.98 throughout.)
+  Without the counters: median ``nvidia-smi clocks.sm``; without samples either,
+  measured tensor FLOP/s ÷ (SMs × datasheet FLOP/clk/SM) (the clock the datasheet
+  rate would need).
 * tensor FLOP/clk/SM = best measured ``tl.dot`` FLOP/s over the kernels' tile
   shapes ÷ (SMs × clock). The best shape is the pipe's rate; slower shapes lose
   to issue overhead that the kernels' own tiles may not pay.
@@ -110,8 +116,14 @@ def _how(row: dict) -> str:
 
 
 def _clock_of(row: dict, fallback_hz: float) -> float:
-    mhz = row.get("clock_MHz")
+    """The SM clock ``row`` ran at: the kernel's own cycle counter over its ns timer
+    when it has them, else nvidia-smi's reading, else ``fallback_hz``."""
+    mhz = row.get("clock_effective_MHz") or row.get("clock_MHz")
     return mhz * 1e6 if mhz else fallback_hz
+
+
+def _clock_how(row: dict) -> str:
+    return "SM cycle counter" if row.get("clock_effective_MHz") else "nvidia-smi"
 
 
 def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list[str], list[str]]:
@@ -142,7 +154,19 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
     # -- clock --------------------------------------------------------------------------
     tensor = _tensor_rows(rows)
     clock_row = m.get("sm_clock_sustained")
-    if clock_row:
+    if clock_row and clock_row.get("clock_effective_MHz"):
+        # what the SMs really ran at: their cycle counter over the ns timer, summed over
+        # the CTAs of the last launch (nvidia-smi read a different, higher clock)
+        clock = _sig(clock_row["clock_effective_MHz"] * 1e6)
+        smi = clock_row["value"] / 1e6
+        how = (
+            f"%clock64 cycles / %globaltimer ns of every CTA of a tl.dot loop launch, after "
+            f"{clock_row.get('duration_s', '?')} s of them (nvidia-smi clocks.sm read "
+            f"{smi:.0f} MHz meanwhile)"
+        )
+        put("sm_clock_hz", clock, how)
+        put("sm_clock_tensor_hz", clock, how)
+    elif clock_row:
         clock = _sig(clock_row["value"])
         put(
             "sm_clock_hz",
@@ -185,7 +209,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             field,
             per_clk,
             f"{best['value']:.4g} FLOP/s best of {best['name']} ({_how(best)}) / "
-            f"({sm_count} SMs x {hz / 1e6:.0f} MHz)",
+            f"({sm_count} SMs x {hz / 1e6:.0f} MHz, {_clock_how(best)})",
         )
 
     # -- SFU, FP32 --------------------------------------------------------------------------
@@ -199,7 +223,8 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             put(
                 field,
                 _sig(row["value"] / (sm_count * hz)),
-                f"{row['value']:.4g} {what} ({_how(row)}) / ({sm_count} SMs x {hz / 1e6:.0f} MHz)",
+                f"{row['value']:.4g} {what} ({_how(row)}) / ({sm_count} SMs x "
+                f"{hz / 1e6:.0f} MHz, {_clock_how(row)})",
             )
 
     # -- latency hiding of vector work ---------------------------------------------------------

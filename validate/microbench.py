@@ -84,12 +84,14 @@ def _mma_loop_src(
     a_ptr,  # [BM, BK] operand, loaded once
     b_ptr,  # [BK, BN] operand, loaded once
     c_ptr,  # *fp32 [grid, BM, BN] accumulators (keeps the dots alive)
+    stamps_ptr,  # *int64 [grid, 4]: the CTA's clock stamps (`_stamp`)
     iters,  # dots per CTA
     BM: tl.constexpr,
     BN: tl.constexpr,
     BK: tl.constexpr,
 ):
     pid = tl.program_id(0)
+    _stamp(stamps_ptr, pid, 0)
     rm = tl.arange(0, BM)
     rn = tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -99,6 +101,7 @@ def _mma_loop_src(
     for _ in range(iters):
         acc = tl.dot(a, b, acc)
     tl.store(c_ptr + pid.to(tl.int64) * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+    _stamp(stamps_ptr, pid, 2)
 
 
 # Two JIT objects of one source: the second is compiled with DISABLE_MMA_V3=1 (mma.sync
@@ -108,18 +111,21 @@ _mma_loop_sync = triton.jit(_mma_loop_src)
 
 
 @triton.jit
-def _exp2_loop(x_ptr, out_ptr, iters, BLOCK: tl.constexpr):
+def _exp2_loop(x_ptr, out_ptr, stamps_ptr, iters, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
+    _stamp(stamps_ptr, pid, 0)
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs)  # in [0, 1): exp2(-x) stays in (0.5, 1]
     for _ in range(iters):
         x = tl.math.exp2(-x)
     tl.store(out_ptr + pid * BLOCK + offs, x)
+    _stamp(stamps_ptr, pid, 2)
 
 
 @triton.jit
-def _fma_loop(x_ptr, out_ptr, iters, a, b, BLOCK: tl.constexpr):
+def _fma_loop(x_ptr, out_ptr, stamps_ptr, iters, a, b, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
+    _stamp(stamps_ptr, pid, 0)
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs)
     for _ in range(iters):
@@ -129,6 +135,7 @@ def _fma_loop(x_ptr, out_ptr, iters, a, b, BLOCK: tl.constexpr):
         x = x * a + b
         x = x * a + b
     tl.store(out_ptr + pid * BLOCK + offs, x)
+    _stamp(stamps_ptr, pid, 2)
 
 
 @triton.jit
@@ -166,6 +173,24 @@ def _globaltimer():
     return tl.inline_asm_elementwise(
         "mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
     )
+
+
+@triton.jit
+def _clock64():
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _stamp(stamps_ptr, pid, slot: tl.constexpr):
+    # the SM's cycle counter and the GPU's ns timer, side by side: their ratio over a
+    # run is the SM clock the kernel really ran at (nvidia-smi's clocks.sm is a sample
+    # of what the driver asked for, and read 1980 MHz where these counters gave ~1.75
+    # GHz for tensor-core kernels under Nsight Compute)
+    base = stamps_ptr + pid.to(tl.int64) * 4 + slot
+    tl.store(base, _clock64())
+    tl.store(base + 1, _globaltimer())
 
 
 @triton.jit
@@ -209,6 +234,20 @@ def _empty(x_ptr):
 
 
 # -- timing --------------------------------------------------------------------------
+
+
+def _stamps(grid) -> torch.Tensor:
+    """A zeroed [grid, 4] int64 buffer for the kernels' `_stamp`s."""
+    return torch.zeros(grid[0], 4, dtype=torch.int64, device="cuda")
+
+
+def effective_clock_MHz(stamps: torch.Tensor) -> float | None:
+    """The SM clock the last launch ran at: its CTAs' %clock64 cycles over their
+    %globaltimer ns (None if the timer did not move)."""
+    st = stamps.cpu().double()
+    ns = float((st[:, 3] - st[:, 1]).sum())
+    cycles = float((st[:, 2] - st[:, 0]).sum())
+    return round(cycles / ns * 1e3, 1) if ns > 0 and cycles > 0 else None
 
 
 def time_calls(fn: Callable[[], object], min_time_s: float = 0.3, max_calls: int = 2000):
@@ -478,7 +517,8 @@ class Bench:
             kernel = _mma_loop_sync
             os.environ["DISABLE_MMA_V3"] = "1"
         try:
-            compiled = kernel[grid](a, b, c, 3, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
+            stamps = _stamps(grid)
+            compiled = kernel[grid](a, b, c, stamps, 3, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
         finally:
             if path == "mma_sync" and hopper:
                 if saved is None:
@@ -498,7 +538,7 @@ class Bench:
         if self.quick:
             iters //= 4
         t, s, clock = self.timed(
-            lambda: kernel[grid](a, b, c, iters, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
+            lambda: kernel[grid](a, b, c, stamps, iters, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
         )
         tile = "x".join(map(str, shape))
         return measurement(
@@ -513,6 +553,7 @@ class Bench:
             tile=list(shape),
             ptx_path=used,
             clock_MHz=clock,
+            clock_effective_MHz=effective_clock_MHz(stamps),
         )
 
     def sustained_clock(self, seconds: float = 3.0) -> None:
@@ -525,10 +566,12 @@ class Bench:
         iters = 30000
         if self.quick:
             seconds /= 3
+        stamps = _stamps(grid)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         t, s = time_calls(
-            lambda: _mma_loop[grid](a, b, c, iters, BM=bm, BN=bn, BK=bk, num_warps=4), seconds
+            lambda: _mma_loop[grid](a, b, c, stamps, iters, BM=bm, BN=bn, BK=bk, num_warps=4),
+            seconds,
         )
         t1 = time.perf_counter()
         # the first half second is ramp-up; the steady state is what kernels run at
@@ -547,6 +590,7 @@ class Bench:
                 interval_ms=self.sampler.interval_ms,
                 duration_s=round(t1 - t0, 2),
                 kernel_flops=2 * bm * bn * bk * grid[0] * iters / t,
+                clock_effective_MHz=effective_clock_MHz(stamps),
             )
         )
 
@@ -554,13 +598,14 @@ class Bench:
         block, grid = 4096, (self.sm_count * 4,)
         x = torch.rand(block, device="cuda")
         out = torch.empty(grid[0] * block, device="cuda")
-        _exp2_loop[grid](x, out, 3, BLOCK=block)
+        stamps = _stamps(grid)
+        _exp2_loop[grid](x, out, stamps, 3, BLOCK=block)
         want = x.double()
         for _ in range(3):
             want = torch.exp2(-want)
         _check_close(out[:block].double().norm(), want.norm(), "exp2 loop", tol=1e-4)
         iters = 2000 if self.quick else 8000
-        t, s, clock = self.timed(lambda: _exp2_loop[grid](x, out, iters, BLOCK=block))
+        t, s, clock = self.timed(lambda: _exp2_loop[grid](x, out, stamps, iters, BLOCK=block))
         self.add(
             measurement(
                 "exp2",
@@ -569,6 +614,7 @@ class Bench:
                 f"chains of tl.math.exp2, {grid[0]} CTAs x {block} lanes x {iters}",
                 s,
                 clock_MHz=clock,
+                clock_effective_MHz=effective_clock_MHz(stamps),
             )
         )
 
@@ -577,13 +623,14 @@ class Bench:
         x = torch.rand(block, device="cuda")
         out = torch.empty(grid[0] * block, device="cuda")
         a, b = 0.999, 0.001
-        _fma_loop[grid](x, out, 2, a, b, BLOCK=block)
+        stamps = _stamps(grid)
+        _fma_loop[grid](x, out, stamps, 2, a, b, BLOCK=block)
         want = x.double()
         for _ in range(8):
             want = want * a + b
         _check_close(out[:block].double().norm(), want.norm(), "fma loop", tol=1e-5)
         iters = 1000 if self.quick else 4000
-        t, s, clock = self.timed(lambda: _fma_loop[grid](x, out, iters, a, b, BLOCK=block))
+        t, s, clock = self.timed(lambda: _fma_loop[grid](x, out, stamps, iters, a, b, BLOCK=block))
         self.add(
             measurement(
                 "fp32_fma",
@@ -592,6 +639,7 @@ class Bench:
                 f"chains of FMAs (lane-ops), {grid[0]} CTAs x {block} lanes x {4 * iters}",
                 s,
                 clock_MHz=clock,
+                clock_effective_MHz=effective_clock_MHz(stamps),
             )
         )
 

@@ -20,6 +20,7 @@ TOY = dict(
     arch="hopper",
     sm_count=2,
     sm_clock_hz=1e9,
+    sm_clock_tensor_hz=0.0,  # tensor-core launches run at sm_clock_hz
     max_ctas_per_sm=4,
     max_warps_per_sm=64,
     regs_per_sm=65536,

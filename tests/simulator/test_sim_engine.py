@@ -310,3 +310,28 @@ def test_vector_slowdown_by_warps(kit):
     gpu = kit.gpu(vector_warps_per_scheduler=3.0)
     # 1 warp reaches one scheduler of 4; 4 warps: 1 per scheduler; 8: 2; 16: 4 (enough)
     assert [vector_slowdown(w, gpu) for w in (1, 2, 4, 8, 16)] == [12.0, 6.0, 3.0, 1.5, 1.0]
+
+
+def test_tensor_launches_run_at_the_tensor_clock(kit):
+    # sm_clock_tensor_hz = half the clock: a launch with an Mma gets half of each SM
+    # pipe per cycle (its tensor and vector work take twice the cycles); a launch
+    # without one runs at the full clock; memory latency (ns) does not change
+    gpu = kit.gpu(sm_clock_tensor_hz=0.5e9)
+    with_mma = (ONE, [("main", [mma(), Vector(fp32=10_000)])])
+    vector_only = (ONE, [("main", [Vector(fp32=10_000)])])
+    base = simulate(kit.trace(with_mma), kit.gpu())
+    slow = simulate(kit.trace(with_mma), gpu)
+    assert cycles(slow) == pytest.approx(2 * cycles(base), rel=1e-12)
+    assert cycles(simulate(kit.trace(vector_only), gpu)) == pytest.approx(100, rel=1e-12)
+    ops = [Load("a", "A", (0,), 100), mma(deps=("a",))]
+    loaded = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    unloaded = simulate(kit.trace((ONE, [("main", ops)])), kit.gpu())
+    # the Mma twice as long, and the load's 100 B into shared memory (1 cycle at 100
+    # B/cycle) too: shared memory is on the SM clock; the 500-cycle HBM latency is not
+    assert cycles(loaded) - cycles(unloaded) == pytest.approx(MMA + 1, rel=1e-9)
+
+
+def test_a_tensor_clock_above_the_clock_changes_nothing(kit):
+    launch = (ONE, [("main", [mma(), Vector(fp32=10_000)])])
+    fast = simulate(kit.trace(launch), kit.gpu(sm_clock_tensor_hz=2e9))
+    assert cycles(fast) == cycles(simulate(kit.trace(launch), kit.gpu()))

@@ -234,3 +234,36 @@ def test_loaded_latency_curve_stops_before_saturation():
 def test_loaded_latency_needs_the_idle_point():
     rows = _loaded("l2", [(5e12, 3.5e-7), (9e12, 3.6e-7)])  # no 0-stream chase: no curve
     assert calibrate.loaded_latency_curve(rows) == []
+
+
+def test_the_sm_cycle_counter_clock_wins_over_nvidia_smi():
+    # a kernel's own %clock64 / %globaltimer is what its SMs ran at; nvidia-smi's
+    # reading is kept only where a row has no counters
+    rows = _rows(with_clock=False)
+    for row in rows:
+        if row["name"] == "tensor_bf16_wgmma@128x128x64":  # the best fp16-class FLOP/s
+            row["clock_effective_MHz"] = 1600.0
+        if row["name"] == "exp2":
+            row["clock_effective_MHz"] = 1960.0
+    sustained = measurement("sm_clock_sustained", 1.98e9, "Hz", "nvidia-smi", [1.98e9] * 9)
+    sustained["clock_effective_MHz"] = 1750.0
+    sustained["duration_s"] = 3.0
+    gpu, fields, _ = calibrate.derive_preset(rows + [sustained], load_gpu("h200"), "2026-11-30")
+    assert gpu.sm_clock_hz == pytest.approx(1.75e9)
+    assert gpu.sm_clock_tensor_hz == pytest.approx(1.75e9)
+    assert "nvidia-smi clocks.sm read 1980 MHz" in gpu.sources["sm_clock_tensor_hz"]
+    assert gpu.tensor_fp16_wgmma_flop_per_clk_per_sm == pytest.approx(
+        810e12 / (SMS * 1.6e9), rel=1e-3
+    )
+    assert "SM cycle counter" in gpu.sources["tensor_fp16_wgmma_flop_per_clk_per_sm"]
+    assert gpu.sfu_ops_per_clk_per_sm == pytest.approx(4.0e12 / (SMS * 1.96e9), rel=1e-3)
+    # mma_sync's row has only nvidia-smi's 1900 MHz
+    assert gpu.tensor_fp16_mma_sync_flop_per_clk_per_sm == pytest.approx(
+        500e12 / (SMS * 1.9e9), rel=1e-3
+    )
+    assert "sm_clock_tensor_hz" in fields
+
+
+def test_nvidia_smi_alone_sets_no_tensor_clock():
+    gpu, fields, _ = calibrate.derive_preset(_rows(), load_gpu("h200"), "2026-11-30")
+    assert "sm_clock_tensor_hz" not in fields and gpu.sm_clock_tensor_hz == 0.0
