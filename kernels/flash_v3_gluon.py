@@ -652,15 +652,16 @@ def launches(
     v_scale=1.0,
     lse=None,
     consumer_groups=2,
-    permute_p=False,
+    permute_p=None,
 ):
     """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel.
 
     ``consumer_groups=3`` (192 Q rows per CTA, 160 registers per consumer thread, which
     fits without spills only with block_n = 64) is an experiment outside KernelConfig.
-    ``permute_p=True`` (fp8 only; off by default until the GPU tests have run it) writes
-    Vᵀ with its keys permuted within each 32 so that P needs no lane shuffles to become
-    the A operand of P V (kernels/TUNING.md: +5-8% non-causal on the H200).
+    ``permute_p=True`` (fp8 only) writes Vᵀ with its keys permuted within each 32 so
+    that P needs no lane shuffles to become the A operand of P V (kernels/TUNING.md:
+    +5-8% non-causal on the H200, 1-2% slower causal); ``None``: on for fp8 without
+    the causal mask.
     """
     if consumer_groups not in (2, 3):
         raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
@@ -669,6 +670,8 @@ def launches(
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     fp8 = q.dtype == torch.float8_e4m3fn
+    if permute_p is None:
+        permute_p = fp8 and not causal
     problem = check_config(config, d, q.element_size(), consumer_groups)
     if problem:
         raise TilesimError(problem)
