@@ -50,11 +50,11 @@ class GPU:
     # -- streaming multiprocessors ------------------------------------------
     sm_count: int  # SMs enabled on the product
     sm_clock_hz: float  # clock the tensor-core peak is quoted at
-    # The most the SMs run at while a kernel uses the tensor cores: on the H200 such
-    # kernels ran ~1.75 GHz by the SM's own cycle counter while nvidia-smi read 1.98.
-    # A launch with matrix work runs at min(sm_clock_hz, this) (simulator/scheduler.py);
-    # 0: no separate clock (datasheet presets).
-    sm_clock_tensor_hz: float
+    # The SM clock of a kernel that uses the tensor cores over the clock reported for
+    # the GPU (sm_clock_hz, nvidia-smi's): the H200's own cycle counters ran at 0.90-0.92x
+    # nvidia-smi's reading in every tensor-core loop and at 1.00x in exp2/FMA loops.
+    # A launch with matrix work runs at this times sm_clock_hz (simulator/scheduler.py).
+    tensor_clock_ratio: float
     max_ctas_per_sm: int  # resident thread blocks per SM
     max_warps_per_sm: int  # resident warps per SM
     regs_per_sm: int  # 32-bit registers per SM
@@ -178,8 +178,7 @@ class GPU:
     def at_clock(self, sm_clock_hz: float) -> GPU:
         """This GPU running its SMs at ``sm_clock_hz`` (a boost or a power-capped clock).
 
-        ``sm_clock_tensor_hz`` stays: it caps the clock of tensor-core kernels whatever
-        the clock asked for. Per-clock rates stay as they are; latencies keep their
+        Per-clock rates (and ``tensor_clock_ratio``) stay as they are; latencies keep their
         time in ns (DRAM and the L2 do not speed up with the SM clock), so their cycle
         counts scale; bandwidths in bytes/s and the launch overhead in seconds are
         unchanged.

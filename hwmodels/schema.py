@@ -35,17 +35,15 @@ FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
 # What a what-if override may change: numbers and feature flags, not identity.
 SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
-# Zero means absent: no such instruction path (A100: no wgmma, no fp8), or no separate
-# clock for tensor-core kernels.
+# Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8).
 ZERO_ALLOWED = frozenset(
     {
         "tensor_fp16_wgmma_flop_per_clk_per_sm",
         "tensor_fp8_wgmma_flop_per_clk_per_sm",
-        "sm_clock_tensor_hz",
     }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
-FRACTIONS = frozenset({"hbm_read_efficiency", "hbm_write_efficiency"})
+FRACTIONS = frozenset({"hbm_read_efficiency", "hbm_write_efficiency", "tensor_clock_ratio"})
 
 UNITS: dict[str, str] = {
     "name": "",
@@ -53,7 +51,7 @@ UNITS: dict[str, str] = {
     "arch": "",
     "sm_count": "SMs",
     "sm_clock_hz": "Hz",
-    "sm_clock_tensor_hz": "Hz",
+    "tensor_clock_ratio": "of sm_clock_hz",
     "max_ctas_per_sm": "CTAs",
     "max_warps_per_sm": "warps",
     "regs_per_sm": "regs",
@@ -95,7 +93,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "sm_count",
             "sm_clock_hz",
-            "sm_clock_tensor_hz",
+            "tensor_clock_ratio",
             "max_ctas_per_sm",
             "max_warps_per_sm",
             "regs_per_sm",

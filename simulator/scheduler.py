@@ -104,17 +104,13 @@ def make_plan(compiled, slots: int, fidelity: str, persistent: bool = False) -> 
 
 
 def sm_speed(launch, gpu) -> float:
-    """The SM clock ``launch`` runs at, over ``gpu.sm_clock_hz``: below 1 for a launch
-    with matrix work on a GPU whose tensor-core kernels run at a lower clock
-    (``sm_clock_tensor_hz``). The engine counts time in cycles of ``sm_clock_hz``, so
-    such a launch gets that much less of each SM pipe per cycle; memory latencies
-    and bandwidths, fixed in ns and bytes/s, do not change."""
-    cap = gpu.sm_clock_tensor_hz
-    if not 0 < cap < gpu.sm_clock_hz:
-        return 1.0
-    if not any(_has_mma(role.ops) for role in launch.program.roles):
-        return 1.0
-    return cap / gpu.sm_clock_hz
+    """The SM clock ``launch`` runs at, over ``gpu.sm_clock_hz``: ``tensor_clock_ratio``
+    for a launch with matrix work, else 1. The engine counts time in cycles of
+    ``sm_clock_hz``, so a slower launch gets that much less of each SM pipe per cycle;
+    memory latencies and bandwidths, fixed in ns and bytes/s, do not change."""
+    if any(_has_mma(role.ops) for role in launch.program.roles):
+        return gpu.tensor_clock_ratio
+    return 1.0
 
 
 def _has_mma(ops) -> bool:

@@ -17,21 +17,48 @@ from __future__ import annotations
 import dataclasses
 
 from .ir import Trace
-from .standard import softmax_plan
+from .standard import softmax_fwd_plan
 from .workload import KernelConfig, Workload
 
 # (algo, pass, launch, head_dim, causal, dtype, block_m, block_n, num_warps, num_stages,
-#  mma path, softmax plan (block, passes) or None) -> registers per thread. Measured
-# on sm_90 (wgmma path): an Ampere build (mma_sync) compiles to other code.
+#  mma path, forward softmax plan (block, passes, warps, tiers) or None) -> registers
+# per thread. Measured on sm_90 (wgmma path): an Ampere build (mma_sync) compiles to
+# other code.
 COMPILED_REGS: dict[tuple, int] = {
     ("standard", "fwd", "qk", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 117,
-    ("standard", "fwd", "softmax", 128, False, "fp16", 128, 128, 8, 2, "wgmma", (4096, 1)): 32,
+    (
+        "standard",
+        "fwd",
+        "softmax",
+        128,
+        False,
+        "fp16",
+        128,
+        128,
+        8,
+        2,
+        "wgmma",
+        (4096, 1, 8, 1),
+    ): 32,
     ("standard", "fwd", "pv", 128, False, "fp16", 128, 128, 8, 2, "wgmma", None): 128,
     ("standard", "fwd", "qk", 64, False, "fp16", 128, 128, 8, 2, "wgmma", None): 113,
-    ("standard", "fwd", "softmax", 64, False, "fp16", 128, 128, 8, 2, "wgmma", (8192, 2)): 32,
+    (
+        "standard",
+        "fwd",
+        "softmax",
+        64,
+        False,
+        "fp16",
+        128,
+        128,
+        8,
+        2,
+        "wgmma",
+        (16384, 1, 16, 1),
+    ): 63,
     ("standard", "fwd", "pv", 64, False, "fp16", 128, 128, 8, 2, "wgmma", None): 88,
     ("standard", "fwd", "qk", 64, True, "fp16", 128, 128, 8, 2, "wgmma", None): 113,
-    ("standard", "fwd", "softmax", 64, True, "fp16", 128, 128, 8, 2, "wgmma", (8192, 2)): 63,
+    ("standard", "fwd", "softmax", 64, True, "fp16", 128, 128, 8, 2, "wgmma", (8192, 2, 16, 1)): 40,
     ("standard", "fwd", "pv", 64, True, "fp16", 128, 128, 8, 2, "wgmma", None): 88,
     ("v1", "fwd", "flash_v1", 128, False, "fp16", 64, 64, 4, 1, "wgmma", None): 236,
     ("v1", "fwd", "flash_v1", 64, False, "fp16", 64, 128, 4, 1, "wgmma", None): 180,
@@ -63,7 +90,7 @@ COMPILED_REGS: dict[tuple, int] = {
 
 def key(algo: str, workload: Workload, config: KernelConfig, launch: str) -> tuple:
     w, c = workload, config
-    plan = softmax_plan(w.seqlen_kv)[:2] if launch == "softmax" else None
+    plan = tuple(softmax_fwd_plan(w.seqlen_kv, w.causal)) if launch == "softmax" else None
     return (
         algo,
         w.pass_,

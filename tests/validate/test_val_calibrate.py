@@ -237,33 +237,31 @@ def test_loaded_latency_needs_the_idle_point():
 
 
 def test_the_sm_cycle_counter_clock_wins_over_nvidia_smi():
-    # a kernel's own %clock64 / %globaltimer is what its SMs ran at; nvidia-smi's
-    # reading is kept only where a row has no counters
-    rows = _rows(with_clock=False)
+    # a kernel's own %clock64 / %globaltimer is what its SMs ran at: per-clock rates use
+    # it where a row has it, and tensor_clock_ratio is its median ratio to nvidia-smi's
+    # reading over the tensor-core rows; nvidia-smi's clock stays sm_clock_hz
+    rows = _rows()
     for row in rows:
         if row["name"] == "tensor_bf16_wgmma@128x128x64":  # the best fp16-class FLOP/s
-            row["clock_effective_MHz"] = 1600.0
+            row["clock_effective_MHz"] = 1782.0  # 0.90 x 1980
+        if row["name"] == "tensor_fp8_wgmma@128x128x128":
+            row["clock_effective_MHz"] = 1801.8  # 0.91 x 1980
+        if row["name"] == "tensor_fp16_mma_sync@128x128x64":
+            row["clock_effective_MHz"] = 1748.0  # 0.92 x 1900
         if row["name"] == "exp2":
-            row["clock_effective_MHz"] = 1960.0
-    sustained = measurement("sm_clock_sustained", 1.98e9, "Hz", "nvidia-smi", [1.98e9] * 9)
-    sustained["clock_effective_MHz"] = 1750.0
-    sustained["duration_s"] = 3.0
-    gpu, fields, _ = calibrate.derive_preset(rows + [sustained], load_gpu("h200"), "2026-11-30")
-    assert gpu.sm_clock_hz == pytest.approx(1.75e9)
-    assert gpu.sm_clock_tensor_hz == pytest.approx(1.75e9)
-    assert "nvidia-smi clocks.sm read 1980 MHz" in gpu.sources["sm_clock_tensor_hz"]
+            row["clock_effective_MHz"] = 1960.0  # not a tensor row: no part in the ratio
+    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200"), "2026-11-30")
+    assert gpu.sm_clock_hz == 1.75e9
+    assert gpu.tensor_clock_ratio == pytest.approx(0.91)
+    assert "median of 3 (0.900-0.920)" in gpu.sources["tensor_clock_ratio"]
     assert gpu.tensor_fp16_wgmma_flop_per_clk_per_sm == pytest.approx(
-        810e12 / (SMS * 1.6e9), rel=1e-3
+        810e12 / (SMS * 1.782e9), rel=1e-3
     )
     assert "SM cycle counter" in gpu.sources["tensor_fp16_wgmma_flop_per_clk_per_sm"]
     assert gpu.sfu_ops_per_clk_per_sm == pytest.approx(4.0e12 / (SMS * 1.96e9), rel=1e-3)
-    # mma_sync's row has only nvidia-smi's 1900 MHz
-    assert gpu.tensor_fp16_mma_sync_flop_per_clk_per_sm == pytest.approx(
-        500e12 / (SMS * 1.9e9), rel=1e-3
-    )
-    assert "sm_clock_tensor_hz" in fields
+    assert "nvidia-smi" in gpu.sources["fp32_ops_per_clk_per_sm"]
 
 
-def test_nvidia_smi_alone_sets_no_tensor_clock():
+def test_without_cycle_counters_tensor_kernels_keep_the_clock():
     gpu, fields, _ = calibrate.derive_preset(_rows(), load_gpu("h200"), "2026-11-30")
-    assert "sm_clock_tensor_hz" not in fields and gpu.sm_clock_tensor_hz == 0.0
+    assert "tensor_clock_ratio" not in fields and gpu.tensor_clock_ratio == 1.0

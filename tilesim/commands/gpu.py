@@ -140,6 +140,15 @@ def calibrate(
             show_default=False,
         ),
     ] = None,
+    from_results: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-results",
+            help="Derive the preset from the raw figures of an earlier calibrate results "
+            "file instead of measuring (no GPU needed).",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Micro-benchmark this GPU and write a calibrated preset (never looks at attention)."""
@@ -150,6 +159,9 @@ def calibrate(
     _check_out(out)
     if preset_out is not None and not preset_out.parent.is_dir():
         raise TilesimError(f"--preset-out: folder {str(preset_out.parent)!r} does not exist")
+    if from_results is not None:
+        _derive_from(from_results, base, preset_out, json_out)
+        return
     require_cuda("calibrate")
     import torch
 
@@ -193,6 +205,10 @@ def calibrate(
     if json_out:
         print_json({"preset": str(target), "results": str(results), "derived": meta["derived"]})
         return
+    _print_derived(base_gpu, gpu, fields, notes, f"wrote {target} and {results}")
+
+
+def _print_derived(base_gpu, gpu, fields, notes, done: str) -> None:
     table = Table(title=f"calibrated {gpu.name}")
     for col in ("field", "datasheet", "calibrated", "ratio"):
         table.add_column(col, justify="left" if col == "field" else "right")
@@ -203,7 +219,35 @@ def calibrate(
     console.print(table)
     for note in notes:
         console.print(f"note: {note}")
-    console.print(f"wrote {target} and {results}")
+    console.print(done)
+
+
+def _derive_from(results: Path, base: str | None, preset_out: Path | None, json_out: bool):
+    """`calibrate --from-results`: the preset from a results file's raw rows (CPU)."""
+    from ..hwmodels import load_gpu, preset_path, write_preset
+    from ..validate import calibrate as cal
+    from ..validate import schema
+
+    doc = schema.load_results(results)
+    if doc.get("kind") != "calibrate":
+        raise TilesimError(f"{results}: not a calibrate results file ({doc.get('kind')!r})")
+    meta = doc.get("metadata", {})
+    device = (meta.get("device") or {}).get("name", "")
+    base_gpu = load_gpu(base or meta.get("base_preset") or cal.base_preset_for(device))
+    rows = doc["measurements"]
+    gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta.get("date", ""))
+    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
+    header = (
+        f"{gpu.display_name}: measured by `tilesim calibrate` on {meta.get('date', '?')} "
+        f"({device or '?'}, {len(rows)} micro-benchmarks; raw figures in {results.name}).\n"
+        "Only the fields below differ from the datasheet preset named by `base`;\n"
+        "each comment says how its value was measured. No attention timing was used."
+    )
+    write_preset(gpu, target, header, base=base_gpu.name, only=fields)
+    if json_out:
+        print_json({"preset": str(target), "results": str(results), "fields": fields})
+        return
+    _print_derived(base_gpu, gpu, fields, notes, f"wrote {target} from {results}")
 
 
 # -- bench --------------------------------------------------------------------------------
