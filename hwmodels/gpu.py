@@ -61,6 +61,8 @@ class GPU:
     smem_bytes_per_sm: int  # shared memory an SM can hand out to resident CTAs
     smem_bytes_per_cta_max: int  # most shared memory one CTA may opt in to
     smem_bandwidth_B_per_clk_per_sm: float  # shared-memory bytes per clock per SM
+    # SM cycles from a CTA's end to the next CTA's start on its slot (retire, launch)
+    cta_turnaround_cycles: float
 
     # -- execution pipes, per SM per clock ------------------------------------
     tensor_fp16_mma_sync_flop_per_clk_per_sm: float  # dense fp16/bf16, mma.sync path

@@ -35,11 +35,13 @@ FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
 # What a what-if override may change: numbers and feature flags, not identity.
 SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
-# Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8).
+# Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8), or (the
+# CTA turnaround) "not modelled".
 ZERO_ALLOWED = frozenset(
     {
         "tensor_fp16_wgmma_flop_per_clk_per_sm",
         "tensor_fp8_wgmma_flop_per_clk_per_sm",
+        "cta_turnaround_cycles",
     }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
@@ -58,6 +60,7 @@ UNITS: dict[str, str] = {
     "smem_bytes_per_sm": "B",
     "smem_bytes_per_cta_max": "B",
     "smem_bandwidth_B_per_clk_per_sm": "B/clk/SM",
+    "cta_turnaround_cycles": "SM cycles",
     "tensor_fp16_mma_sync_flop_per_clk_per_sm": "FLOP/clk/SM",
     "tensor_fp16_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
     "tensor_fp8_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
@@ -100,6 +103,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "smem_bytes_per_sm",
             "smem_bytes_per_cta_max",
             "smem_bandwidth_B_per_clk_per_sm",
+            "cta_turnaround_cycles",
         ),
     ),
     (

@@ -34,7 +34,7 @@ import dataclasses
 import heapq
 from dataclasses import dataclass
 
-from simpy.events import Event
+from simpy.events import Event, Timeout
 
 from ..errors import TilesimError
 from ..traces.ir import Loop, Mma
@@ -127,6 +127,7 @@ class LaunchRun:
         self.launch = compiled.launch
         self.memory = memory
         self.speed = sm_speed(self.launch, gpu)
+        self.turnaround = gpu.cta_turnaround_cycles / self.speed  # SM cycles at its clock
         self.executor = Executor(env, gpu, memory, compiled, steps, self.speed)
         self.executor.resident = lambda: self.running
         self.sms = sms
@@ -287,6 +288,9 @@ class LaunchRun:
             cta.drain = Event(env)
             yield cta.drain
         self.ends[items[0]] = env._now  # keyed by the CTA's first item
+        if self.turnaround > 0 and not self.exhausted:
+            # the slot takes its next CTA only after this one retires and that one launches
+            yield Timeout(env, self.turnaround)
         self._finished(sm.index)
 
     def _finished(self, sm: int) -> None:

@@ -40,6 +40,9 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
   :func:`loaded_latency_curve`).
 * ``launch_overhead_s`` = an empty kernel timed by ``do_bench``: the floor of any
   one-launch time that validation measures the same way.
+* ``cta_turnaround_cycles`` = the median gap, in the SM's own cycles, between a CTA's
+  last instruction and the first of the CTA that takes its slot (CTAs of 8 warps that
+  spin a fixed number of cycles, several waves; see ``microbench.turnaround_gaps``).
 """
 
 from __future__ import annotations
@@ -313,6 +316,19 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
                     f"stream B/s / highest; unsaturated points: {shape}) x {clock / 1e6:.0f} MHz",
                 )
 
+    row = m.get("cta_turnaround_8w")  # 8 warps: the flash and GEMM kernels' CTAs
+    if row:
+        others = ", ".join(
+            f"{r['warps']} warps {r['value']:.0f}"
+            for r in rows
+            if r["name"].startswith("cta_turnaround_") and r is not row
+        )
+        put(
+            "cta_turnaround_cycles",
+            _sig(row["value"], 3),
+            f"{_how(row)}" + (f" (other CTA sizes: {others})" if others else ""),
+        )
+
     row = m.get("launch_do_bench")
     if row:
         put(
@@ -429,6 +445,7 @@ STEPS = (
     "fp32",
     "vector",
     "launch",
+    "turnaround",
 )
 
 
@@ -478,6 +495,7 @@ def run_calibration(
             ("fp32", "FP32 FMA", bench.fp32),
             ("vector", "vector work vs warps per scheduler", bench.vector_latency),
             ("launch", "launch overhead", bench.launch),
+            ("turnaround", "CTA turnaround on an SM slot", bench.turnaround),
         )
         for key, title, step in steps:
             if key not in chosen:

@@ -141,11 +141,12 @@ def calibrate(
         ),
     ] = None,
     from_results: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             "--from-results",
-            help="Derive the preset from the raw figures of an earlier calibrate results "
-            "file instead of measuring (no GPU needed).",
+            help="Derive the preset from the raw figures of earlier calibrate results files "
+            "instead of measuring (no GPU needed; repeat it to combine runs, a later "
+            "file's figure replacing an earlier one of the same name).",
             show_default=False,
         ),
     ] = None,
@@ -222,32 +223,37 @@ def _print_derived(base_gpu, gpu, fields, notes, done: str) -> None:
     console.print(done)
 
 
-def _derive_from(results: Path, base: str | None, preset_out: Path | None, json_out: bool):
-    """`calibrate --from-results`: the preset from a results file's raw rows (CPU)."""
+def _derive_from(files: list[Path], base: str | None, preset_out: Path | None, json_out: bool):
+    """`calibrate --from-results`: the preset from results files' raw rows (CPU)."""
     from ..hwmodels import load_gpu, preset_path, write_preset
     from ..validate import calibrate as cal
     from ..validate import schema
 
-    doc = schema.load_results(results)
-    if doc.get("kind") != "calibrate":
-        raise TilesimError(f"{results}: not a calibrate results file ({doc.get('kind')!r})")
-    meta = doc.get("metadata", {})
+    by_name: dict = {}
+    meta: dict = {}
+    for path in files:
+        doc = schema.load_results(path)
+        if doc.get("kind") != "calibrate":
+            raise TilesimError(f"{path}: not a calibrate results file ({doc.get('kind')!r})")
+        meta = meta or doc.get("metadata", {})
+        by_name.update({row["name"]: row for row in doc["measurements"]})
+    rows = list(by_name.values())
     device = (meta.get("device") or {}).get("name", "")
     base_gpu = load_gpu(base or meta.get("base_preset") or cal.base_preset_for(device))
-    rows = doc["measurements"]
     gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta.get("date", ""))
     target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
+    names = ", ".join(p.name for p in files)
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta.get('date', '?')} "
-        f"({device or '?'}, {len(rows)} micro-benchmarks; raw figures in {results.name}).\n"
+        f"({device or '?'}, {len(rows)} micro-benchmarks; raw figures in {names}).\n"
         "Only the fields below differ from the datasheet preset named by `base`;\n"
         "each comment says how its value was measured. No attention timing was used."
     )
     write_preset(gpu, target, header, base=base_gpu.name, only=fields)
     if json_out:
-        print_json({"preset": str(target), "results": str(results), "fields": fields})
+        print_json({"preset": str(target), "results": [str(p) for p in files], "fields": fields})
         return
-    _print_derived(base_gpu, gpu, fields, notes, f"wrote {target} from {results}")
+    _print_derived(base_gpu, gpu, fields, notes, f"wrote {target} from {names}")
 
 
 # -- bench --------------------------------------------------------------------------------
