@@ -288,10 +288,16 @@ class LaunchRun:
             cta.drain = Event(env)
             yield cta.drain
         self.ends[items[0]] = env._now  # keyed by the CTA's first item
-        if self.turnaround > 0 and not self.exhausted:
+        if self.turnaround > 0 and self._more():
             # the slot takes its next CTA only after this one retires and that one launches
             yield Timeout(env, self.turnaround)
         self._finished(sm.index)
+
+    def _more(self) -> bool:
+        """Whether a CTA is still to be placed."""
+        if self.persistent:
+            return self.next_pending < len(self.pending)
+        return not self.exhausted and self.next_item < self.compiled.num_items
 
     def _finished(self, sm: int) -> None:
         self.resident[sm] -= 1

@@ -329,3 +329,12 @@ def test_tensor_launches_run_at_the_tensor_clock(kit):
     # the Mma twice as long, and the load's 100 B into shared memory (1 cycle at 100
     # B/cycle) too: shared memory is on the SM clock; the 500-cycle HBM latency is not
     assert cycles(loaded) - cycles(unloaded) == pytest.approx(MMA + 1, rel=1e-9)
+
+
+def test_a_freed_slot_takes_its_next_cta_after_the_turnaround(kit):
+    # 4 CTAs of 100 cycles of FP32 work on 2 SMs, one CTA per SM: two waves; the second
+    # starts 50 cycles after the first ends; no gap after the last CTA
+    launch = ((("x", 4),), [("main", [Vector(fp32=10_000)])])
+    assert cycles(simulate(kit.trace(launch), kit.gpu())) == pytest.approx(200, rel=1e-12)
+    slow = simulate(kit.trace(launch), kit.gpu(cta_turnaround_cycles=50.0))
+    assert cycles(slow) == pytest.approx(250, rel=1e-12)

@@ -265,3 +265,24 @@ def test_the_sm_cycle_counter_clock_wins_over_nvidia_smi():
 def test_without_cycle_counters_tensor_kernels_keep_the_clock():
     gpu, fields, _ = calibrate.derive_preset(_rows(), load_gpu("h200"), "2026-11-30")
     assert "tensor_clock_ratio" not in fields and gpu.tensor_clock_ratio == 1.0
+
+
+def test_cta_turnaround_pairs_each_freed_slot_with_the_next_start():
+    from tilesim.validate.microbench import turnaround_gaps
+
+    # two slots on SM 0: CTAs end at 100 and 120; the next two start at 130 and 150;
+    # SM 1 has one slot: end 200, next start 260
+    stamps = [(0, 0, 100), (0, 5, 120), (0, 130, 300), (0, 150, 320)]
+    stamps += [(1, 0, 200), (1, 260, 400)]
+    assert sorted(turnaround_gaps(stamps[:4], 2)) == [30, 30]
+    assert turnaround_gaps(stamps[4:], 1) == [60]
+
+
+def test_cta_turnaround_comes_from_the_8_warp_row():
+    rows = _rows() + [
+        measurement("cta_turnaround_8w", 350.0, "cycles", "spin", [350.0] * 7, warps=8),
+        measurement("cta_turnaround_32w", 341.0, "cycles", "spin", [341.0] * 7, warps=32),
+    ]
+    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200"), "2026-11-30")
+    assert gpu.cta_turnaround_cycles == 350.0
+    assert "32 warps 341" in gpu.sources["cta_turnaround_cycles"]
