@@ -22,6 +22,7 @@ def derived_figures(gpu: GPU) -> dict[str, dict]:
     def add(key: str, value: float, unit: str, how: str) -> None:
         figures[key] = {"value": value, "unit": unit, "how": how}
 
+    ratio = f" x {gpu.tensor_clock_ratio:g}" if gpu.tensor_clock_ratio != 1 else ""
     tensor_paths = [("fp16", "mma_sync")]
     if gpu.has_wgmma:
         tensor_paths.append(("fp16", "wgmma"))
@@ -33,7 +34,8 @@ def derived_figures(gpu: GPU) -> dict[str, dict]:
             f"tensor_{dtype}_{path}_TFLOPS",
             gpu.peak_tensor_flops(dtype, path) / tera,
             "TFLOPS",
-            f"{rate:g} FLOP/clk/SM {per_clock} (dense{'; bf16 = fp16' if dtype == 'fp16' else ''})",
+            f"{rate:g} FLOP/clk/SM {per_clock}{ratio} (dense"
+            f"{'; bf16 = fp16' if dtype == 'fp16' else ''})",
         )
     add(
         "fp32_TFLOPS",

@@ -119,8 +119,10 @@ class GPU:
         return self.tensor_fp16_mma_sync_flop_per_clk_per_sm
 
     def peak_tensor_flops(self, dtype: str = "fp16", path: str | None = None) -> float:
+        """The most a tensor-core kernel reaches: at tensor_clock_ratio x sm_clock_hz."""
         path = path or ("wgmma" if self.has_wgmma else "mma_sync")
-        return self.tensor_flop_per_clk_per_sm(dtype, path) * self.sm_count * self.sm_clock_hz
+        per_sm = self.tensor_flop_per_clk_per_sm(dtype, path) * self.tensor_clock_ratio
+        return per_sm * self.sm_count * self.sm_clock_hz
 
     @property
     def hbm_read_Bps(self) -> float:

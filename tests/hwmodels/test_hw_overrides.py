@@ -191,3 +191,11 @@ def test_at_clock_keeps_per_clock_rates_and_latency_in_ns():
         ns = getattr(gpu, key) / gpu.sm_clock_hz
         assert getattr(fast, key) / fast.sm_clock_hz == pytest.approx(ns, rel=1e-12)
     assert fast.peak_tensor_flops() == pytest.approx(gpu.peak_tensor_flops() * 1.98 / 1.83)
+
+
+def test_the_tensor_peak_is_at_the_tensor_clock():
+    # a tensor-core kernel runs at tensor_clock_ratio x sm_clock_hz: so does its peak
+    gpu = load_gpu("h100")
+    slow = gpu.with_overrides({"tensor_clock_ratio": 0.9})
+    assert slow.peak_tensor_flops("fp8") == pytest.approx(0.9 * gpu.peak_tensor_flops("fp8"))
+    assert slow.peak_fp32_flops == gpu.peak_fp32_flops
