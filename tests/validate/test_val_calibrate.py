@@ -286,3 +286,26 @@ def test_cta_turnaround_comes_from_the_8_warp_row():
     gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200"), "2026-11-30")
     assert gpu.cta_turnaround_cycles == 350.0
     assert "32 warps 341" in gpu.sources["cta_turnaround_cycles"]
+
+
+def test_from_results_rederives_the_preset_on_the_cpu(tmp_path):
+    # `calibrate --from-results` writes the preset derive_preset gives for the file's rows
+    import subprocess
+    import sys
+
+    from tilesim.validate import schema
+
+    doc = schema.new_results("calibrate", {"date": "2026-11-30", "base_preset": "h200_sxm_141gb"})
+    doc["measurements"] = _rows()
+    schema.save_results(doc, tmp_path / "cal.json")
+    out = tmp_path / "h200.calibrated.toml"
+    r = subprocess.run(
+        [sys.executable, "-m", "tilesim", "calibrate", "--from-results", str(tmp_path / "cal.json"),
+         "--preset-out", str(out)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    want, _, _ = calibrate.derive_preset(_rows(), load_gpu("h200"), "2026-11-30")
+    got = load_gpu(out)
+    assert got.sm_clock_hz == want.sm_clock_hz == 1.75e9
+    assert got.l2_bandwidth_Bps == want.l2_bandwidth_Bps

@@ -296,6 +296,8 @@ def test_cli_report_table(files):
         (["bench", "--impls", "v9"], "unknown implementation"),
         (["validate", "--algos", "v9"], "unknown algorithm"),
         (["calibrate", "--only", "disk"], "unknown calibration step"),
+        (["calibrate", "--from-results", "BENCH"], "not a calibrate results file"),
+        (["calibrate", "--from-results", "/nonexistent/c.json"], "no such file"),
     ],
 )
 def test_cli_errors_are_one_line_exit_2(files, args, needle):
