@@ -63,9 +63,40 @@ BLOCK_M = 2 * WG_M  # Q rows per CTA: two consumer warpgroups
 PRODUCER_REGS = 24  # registers per thread left to the TMA warp (setmaxnreg)
 CONSUMER_REGS = 240  # registers per thread of a worker consumer warpgroup
 SUPPORTED_HEAD_DIMS = (64, 128)
+MERGE_EMPTY_DEFAULT = False  # launches(merge_empty=None): see kernels/TUNING.md
 
 if AVAILABLE:
     _LN2 = gl.constexpr(LN2)
+
+    @gluon.jit
+    def _tile(t, n_m, n_bh, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+        """Tile ``t`` -> (row block, flat head) and its K/V extent.
+
+        Head-major (consecutive tiles share one head's K and V in L2). Causal tiles run
+        longest K/V loop first: the non-persistent grid reverses the row blocks of each
+        head; the persistent one takes every head's last row block, then the one
+        before, ... (longest-processing-time order over a static round robin).
+        """
+        if CAUSAL and PERSISTENT:
+            start_m = n_m - 1 - t // n_bh
+            off_bh = t % n_bh
+        else:
+            start_m = t % n_m
+            off_bh = t // n_m
+            if CAUSAL:
+                start_m = n_m - 1 - start_m
+        return start_m, off_bh
+
+    @gluon.jit
+    def _kv_extent(start_m, n_kv, ROWS: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        """K/V blocks of a tile and the first key block that needs the mask."""
+        hi = gl.minimum((start_m + 1) * ROWS, n_kv) if CAUSAL else n_kv
+        n_blocks = gl.cdiv(hi, BLOCK_N)
+        # blocks starting at or past hi_full need the mask (diagonal / partial end)
+        hi_full = n_kv // BLOCK_N * BLOCK_N
+        if CAUSAL:
+            hi_full = gl.minimum(hi_full, (start_m * ROWS) // BLOCK_N * BLOCK_N)
+        return n_blocks, hi_full
 
     @gluon.jit
     def _producer(
@@ -76,53 +107,82 @@ if AVAILABLE:
         k_smem,
         v_smem,
         q_bar,
+        q_empty,
         k_ready,
         v_ready,
         k_empty,
         v_empty,
-        start_m,
-        off_bh,
+        sched,
+        first,
+        n_tiles,
+        step,
+        n_m,
+        n_bh,
         n_q,
         n_kv,
-        n_blocks,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
         STAGES: gl.constexpr,
+        CAUSAL: gl.constexpr,
         FP8: gl.constexpr,
+        PERSISTENT: gl.constexpr,
+        MERGE_EMPTY: gl.constexpr,
     ):
-        """The TMA warp: both Q tiles once, then K and V block by block into the ring."""
-        NUM_WG: gl.constexpr = q_smem.shape[0]
-        q_row0 = off_bh * n_q + start_m * (NUM_WG * desc_q.block_type.shape[0])
-        for wg in gl.static_range(NUM_WG):
-            mbarrier.expect(q_bar.index(wg), desc_q.block_type.nbytes)
-            tma.async_copy_global_to_shared(
-                desc_q,
-                [q_row0 + wg * desc_q.block_type.shape[0], 0],
-                q_bar.index(wg),
-                q_smem.index(wg),
-            )
-        kv_row0 = off_bh * n_kv
-        vt_row0 = off_bh * HEAD_DIM
-        for j in range(n_blocks):
-            s = j % STAGES
-            # the slot's previous use ended when both consumers arrived on "empty";
-            # the first round waits on the (already complete) phase before phase 0
-            phase = ((j // STAGES) & 1) ^ 1
-            mbarrier.wait(k_empty.index(s), phase)
-            mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
-            tma.async_copy_global_to_shared(
-                desc_k, [kv_row0 + j * BLOCK_N, 0], k_ready.index(s), k_smem.index(s)
-            )
-            mbarrier.wait(v_empty.index(s), phase)
-            mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
-            if FP8:  # a [d, block_n] tile of Vᵀ
+        """The TMA warp: per tile both Q tiles, then K and V block by block into the ring.
+
+        The ring's block counter runs on across tiles, so a persistent CTA's producer
+        loads the next tile's Q and first K/V blocks while the consumers still finish
+        this tile's last blocks and store O.
+        """
+        NUM_WG: gl.constexpr = sched.shape[0]
+        Q_BUFS: gl.constexpr = q_smem.shape[0] // sched.shape[0]  # Q tiles per warpgroup
+        WGM: gl.constexpr = desc_q.block_type.shape[0]
+        c0 = 0
+        it = 0
+        for t in range(first, n_tiles, step):
+            start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL, PERSISTENT)
+            n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
+            q_row0 = off_bh * n_q + start_m * (NUM_WG * WGM)
+            for wg in gl.static_range(NUM_WG):
+                qb = (it % Q_BUFS) * NUM_WG + wg
+                if PERSISTENT:  # the consumer's last S of this buffer's previous tile is done
+                    mbarrier.wait(q_empty.index(qb), ((it // Q_BUFS) & 1) ^ 1)
+                mbarrier.expect(q_bar.index(qb), desc_q.block_type.nbytes)
                 tma.async_copy_global_to_shared(
-                    desc_v, [vt_row0, j * BLOCK_N], v_ready.index(s), v_smem.index(s)
+                    desc_q,
+                    [q_row0 + wg * WGM, 0],
+                    q_bar.index(qb),
+                    q_smem.index(qb),
                 )
-            else:
+            kv_row0 = off_bh * n_kv
+            vt_row0 = off_bh * HEAD_DIM
+            for j in range(n_blocks):
+                c = c0 + j
+                s = c % STAGES
+                # the slot's previous use ended when both consumers arrived on "empty";
+                # the first round waits on the (already complete) phase before phase 0
+                phase = ((c // STAGES) & 1) ^ 1
+                if MERGE_EMPTY:  # one release per slot: after P V of its block
+                    mbarrier.wait(v_empty.index(s), phase)
+                else:
+                    mbarrier.wait(k_empty.index(s), phase)
+                mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
                 tma.async_copy_global_to_shared(
-                    desc_v, [kv_row0 + j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s)
+                    desc_k, [kv_row0 + j * BLOCK_N, 0], k_ready.index(s), k_smem.index(s)
                 )
+                if not MERGE_EMPTY:
+                    mbarrier.wait(v_empty.index(s), phase)
+                mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
+                if FP8:  # a [d, block_n] tile of Vᵀ
+                    tma.async_copy_global_to_shared(
+                        desc_v, [vt_row0, j * BLOCK_N], v_ready.index(s), v_smem.index(s)
+                    )
+                else:
+                    tma.async_copy_global_to_shared(
+                        desc_v, [kv_row0 + j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s)
+                    )
+            c0 += n_blocks
+            it += 1  # noqa: SIM113 - Gluon loops have no enumerate
 
     @gluon.jit
     def _softmax(
@@ -174,11 +234,12 @@ if AVAILABLE:
         return gl.convert_layout(p.to(dtype), p_layout)
 
     @gluon.jit
-    def _consumer(
+    def _consumer_tile(
         q_smem,
         k_smem,
         v_smem,
         q_bar,
+        q_empty,
         k_ready,
         v_ready,
         k_empty,
@@ -192,9 +253,11 @@ if AVAILABLE:
         off_bh,
         n_q,
         n_kv,
-        n_blocks,
-        hi_full,
         stride_om,
+        c0,
+        qb,
+        q_phase,
+        sched_phase,
         WG: gl.constexpr,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
@@ -204,8 +267,15 @@ if AVAILABLE:
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
+        PERSISTENT: gl.constexpr,
+        MERGE_EMPTY: gl.constexpr,
     ):
-        """One consumer warpgroup: 64 rows of Q, the whole K/V loop, the epilogue."""
+        """One consumer warpgroup on one tile: 64 rows of Q, the K/V loop, the epilogue.
+
+        ``c0`` is the ring's block counter at the tile's first block (slot and phase of
+        block j: (c0 + j) % STAGES and (c0 + j) // STAGES); returns the counter after
+        the tile and the ping-pong phase.
+        """
         WGM: gl.constexpr = q_smem.shape[1]
         dtype: gl.constexpr = q_smem.dtype
         k_inst: gl.constexpr = 256 // dtype.primitive_bitwidth
@@ -221,37 +291,40 @@ if AVAILABLE:
         row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-        NUM_WG: gl.constexpr = q_smem.shape[0]
+        NUM_WG: gl.constexpr = sched.shape[0]
+        n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
         rows = start_m * (NUM_WG * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_s)
         m_i = gl.full([WGM], -float("inf"), gl.float32, layout=row_s)
         l_i = gl.full([WGM], 0.0, gl.float32, layout=row_s)
         acc = gl.zeros([WGM, HEAD_DIM], gl.float32, layout=o_layout)
         s_zero = gl.zeros([WGM, BLOCK_N], gl.float32, layout=s_layout)
-        q = q_smem.index(WG)
-        mbarrier.wait(q_bar.index(WG), 0)
-        sched_phase = 0
+        q = q_smem.index(qb)  # Q buffer qb: this warpgroup's rows of this tile
+        mbarrier.wait(q_bar.index(qb), q_phase)
 
         # -- block 0: S(0) and its softmax, nothing to overlap with yet --
         if PINGPONG:
             mbarrier.wait(sched.index(WG), sched_phase)
             sched_phase ^= 1
-        mbarrier.wait(k_ready.index(0), 0)
-        k = k_smem.index(0)
+        s_idx = c0 % STAGES
+        mbarrier.wait(k_ready.index(s_idx), (c0 // STAGES) & 1)
+        k = k_smem.index(s_idx)
         s_tok = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         if PINGPONG:
             mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
         s, q, k = warpgroup_mma_wait(0, deps=(s_tok, q, k))
-        mbarrier.arrive(k_empty.index(0))
+        if not MERGE_EMPTY:
+            mbarrier.arrive(k_empty.index(s_idx))
         p, m_i, l_i, alpha = _softmax(
             s, m_i, l_i, 0, rows, n_kv, qk_scale, s_layout, BLOCK_N, CAUSAL, MASK, hi_full
         )
 
         # -- steady state: S(j) and P(j-1) V(j-1) in flight, softmax(j) under P V --
         for j in range(1, n_blocks):
-            s_idx = j % STAGES
-            s_phase = (j // STAGES) & 1
-            v_idx = (j - 1) % STAGES
-            v_phase = ((j - 1) // STAGES) & 1
+            c = c0 + j
+            s_idx = c % STAGES
+            s_phase = (c // STAGES) & 1
+            v_idx = (c - 1) % STAGES
+            v_phase = ((c - 1) // STAGES) & 1
             if PINGPONG:
                 mbarrier.wait(sched.index(WG), sched_phase)
                 sched_phase ^= 1
@@ -268,7 +341,8 @@ if AVAILABLE:
             if PINGPONG:
                 mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
             s, q, k = warpgroup_mma_wait(1, deps=(s_tok, q, k))
-            mbarrier.arrive(k_empty.index(s_idx))
+            if not MERGE_EMPTY:
+                mbarrier.arrive(k_empty.index(s_idx))
             p, m_i, l_i, alpha = _softmax(
                 s,
                 m_i,
@@ -285,9 +359,11 @@ if AVAILABLE:
             )
             acc, v = warpgroup_mma_wait(0, deps=(o_tok, v))
             mbarrier.arrive(v_empty.index(v_idx))
+        if PERSISTENT:  # every S of this tile is done: the producer may load the next Q
+            mbarrier.arrive(q_empty.index(qb))
 
         # -- the last P V --
-        last = n_blocks - 1
+        last = c0 + n_blocks - 1
         v_idx = last % STAGES
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
         p_op = _p_operand(p, dtype, p_layout, PERMUTE_P)
@@ -309,6 +385,89 @@ if AVAILABLE:
         offs = (off_bh.to(gl.int64) * n_q + rows_o.to(gl.int64)) * stride_om
         ptrs = Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0)
         gl.store(ptrs, out, mask=gl.expand_dims(rows_o < n_q, 1))
+        return c0 + n_blocks, sched_phase
+
+    @gluon.jit
+    def _consumer(
+        q_smem,
+        k_smem,
+        v_smem,
+        q_bar,
+        q_empty,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        sched,
+        Out,
+        LSE,
+        qk_scale,
+        out_scale,
+        first,
+        n_tiles,
+        step,
+        n_m,
+        n_bh,
+        n_q,
+        n_kv,
+        stride_om,
+        WG: gl.constexpr,
+        HEAD_DIM: gl.constexpr,
+        BLOCK_N: gl.constexpr,
+        STAGES: gl.constexpr,
+        CAUSAL: gl.constexpr,
+        MASK: gl.constexpr,
+        FP8: gl.constexpr,
+        PINGPONG: gl.constexpr,
+        PERMUTE_P: gl.constexpr,
+        PERSISTENT: gl.constexpr,
+        MERGE_EMPTY: gl.constexpr,
+    ):
+        """One consumer warpgroup: its tile (or, persistent, its tiles in turn)."""
+        NUM_WG: gl.constexpr = sched.shape[0]
+        Q_BUFS: gl.constexpr = q_smem.shape[0] // sched.shape[0]  # Q tiles per warpgroup
+        c0 = 0
+        sched_phase = 0
+        it = 0
+        for t in range(first, n_tiles, step):
+            start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL, PERSISTENT)
+            c0, sched_phase = _consumer_tile(
+                q_smem,
+                k_smem,
+                v_smem,
+                q_bar,
+                q_empty,
+                k_ready,
+                v_ready,
+                k_empty,
+                v_empty,
+                sched,
+                Out,
+                LSE,
+                qk_scale,
+                out_scale,
+                start_m,
+                off_bh,
+                n_q,
+                n_kv,
+                stride_om,
+                c0,
+                (it % Q_BUFS) * NUM_WG + WG,
+                (it // Q_BUFS) & 1,
+                sched_phase,
+                WG,
+                HEAD_DIM,
+                BLOCK_N,
+                STAGES,
+                CAUSAL,
+                MASK,
+                FP8,
+                PINGPONG,
+                PERMUTE_P,
+                PERSISTENT,
+                MERGE_EMPTY,
+            )
+            it += 1  # noqa: SIM113 - Gluon loops have no enumerate
 
     @gluon.jit
     def _v3_gluon_fwd(
@@ -321,6 +480,7 @@ if AVAILABLE:
         out_scale,
         n_q,
         n_kv,
+        n_bh,
         stride_om,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
@@ -330,36 +490,41 @@ if AVAILABLE:
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
+        PERSISTENT: gl.constexpr,
+        MERGE_EMPTY: gl.constexpr,
+        Q_BUFS: gl.constexpr,
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
         NUM_WG: gl.constexpr,
     ):
         WGM: gl.constexpr = desc_q.block_type.shape[0]
-        n_m = gl.num_programs(0)
-        start_m = gl.program_id(0)
-        if CAUSAL:
-            start_m = n_m - 1 - start_m  # longest K/V loops first
-        off_bh = gl.program_id(1)
-        hi = gl.minimum((start_m + 1) * (NUM_WG * WGM), n_kv) if CAUSAL else n_kv
-        n_blocks = gl.cdiv(hi, BLOCK_N)
-        # blocks starting at or past hi_full need the mask (diagonal / partial end)
-        hi_full = n_kv // BLOCK_N * BLOCK_N
-        if CAUSAL:
-            hi_full = gl.minimum(hi_full, (start_m * (NUM_WG * WGM)) // BLOCK_N * BLOCK_N)
+        n_m = gl.cdiv(n_q, NUM_WG * WGM)
+        if PERSISTENT:  # grid (CTAs,): CTA i takes tiles i, i + CTAs, ...
+            first = gl.program_id(0)
+            step = gl.num_programs(0)
+            n_tiles = n_m * n_bh
+        else:  # grid (row blocks, heads): one tile per CTA
+            first = gl.program_id(1) * n_m + gl.program_id(0)
+            step = 1
+            n_tiles = first + 1
 
         dtype: gl.constexpr = desc_q.dtype
-        q_smem = gl.allocate_shared_memory(dtype, [NUM_WG, WGM, HEAD_DIM], desc_q.layout)
+        # Q_BUFS = 2 (persistent): the next tile's Q loads while this tile runs
+        q_smem = gl.allocate_shared_memory(dtype, [Q_BUFS * NUM_WG, WGM, HEAD_DIM], desc_q.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES] + desc_v.block_type.shape, desc_v.layout)
         bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
-        q_bar = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], bar_layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [Q_BUFS * NUM_WG, 1], bar_layout)
+        q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFS * NUM_WG, 1], bar_layout)
         sched = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], bar_layout)
         k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
-        for i in gl.static_range(NUM_WG):
+        for i in gl.static_range(Q_BUFS * NUM_WG):
             mbarrier.init(q_bar.index(i), count=1)
+            mbarrier.init(q_empty.index(i), count=1)
+        for i in gl.static_range(NUM_WG):
             mbarrier.init(sched.index(i), count=1)
         for i in gl.static_range(STAGES):
             mbarrier.init(k_ready.index(i), count=1)
@@ -378,19 +543,26 @@ if AVAILABLE:
             k_smem,
             v_smem,
             q_bar,
+            q_empty,
             k_ready,
             v_ready,
             k_empty,
             v_empty,
-            start_m,
-            off_bh,
+            sched,  # its shape: the number of consumer warpgroups
+            first,
+            n_tiles,
+            step,
+            n_m,
+            n_bh,
             n_q,
             n_kv,
-            n_blocks,
             HEAD_DIM,
             BLOCK_N,
             STAGES,
+            CAUSAL,
             FP8,
+            PERSISTENT,
+            MERGE_EMPTY,
         )
         # the default partition (the launch's 4 warps) is consumer warpgroup 0
         if NUM_WG == 2:
@@ -403,6 +575,7 @@ if AVAILABLE:
                             k_smem,
                             v_smem,
                             q_bar,
+                            q_empty,
                             k_ready,
                             v_ready,
                             k_empty,
@@ -412,12 +585,13 @@ if AVAILABLE:
                             LSE,
                             qk_scale,
                             out_scale,
-                            start_m,
-                            off_bh,
+                            first,
+                            n_tiles,
+                            step,
+                            n_m,
+                            n_bh,
                             n_q,
                             n_kv,
-                            n_blocks,
-                            hi_full,
                             stride_om,
                             0,
                             HEAD_DIM,
@@ -428,6 +602,8 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            PERSISTENT,
+                            MERGE_EMPTY,
                         ),
                     ),
                     (
@@ -437,6 +613,7 @@ if AVAILABLE:
                             k_smem,
                             v_smem,
                             q_bar,
+                            q_empty,
                             k_ready,
                             v_ready,
                             k_empty,
@@ -446,12 +623,13 @@ if AVAILABLE:
                             LSE,
                             qk_scale,
                             out_scale,
-                            start_m,
-                            off_bh,
+                            first,
+                            n_tiles,
+                            step,
+                            n_m,
+                            n_bh,
                             n_q,
                             n_kv,
-                            n_blocks,
-                            hi_full,
                             stride_om,
                             1,
                             HEAD_DIM,
@@ -462,6 +640,8 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            PERSISTENT,
+                            MERGE_EMPTY,
                         ),
                     ),
                     (_producer, producer_args),
@@ -479,6 +659,7 @@ if AVAILABLE:
                             k_smem,
                             v_smem,
                             q_bar,
+                            q_empty,
                             k_ready,
                             v_ready,
                             k_empty,
@@ -488,12 +669,13 @@ if AVAILABLE:
                             LSE,
                             qk_scale,
                             out_scale,
-                            start_m,
-                            off_bh,
+                            first,
+                            n_tiles,
+                            step,
+                            n_m,
+                            n_bh,
                             n_q,
                             n_kv,
-                            n_blocks,
-                            hi_full,
                             stride_om,
                             0,
                             HEAD_DIM,
@@ -504,6 +686,8 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            PERSISTENT,
+                            MERGE_EMPTY,
                         ),
                     ),
                     (
@@ -513,6 +697,7 @@ if AVAILABLE:
                             k_smem,
                             v_smem,
                             q_bar,
+                            q_empty,
                             k_ready,
                             v_ready,
                             k_empty,
@@ -522,12 +707,13 @@ if AVAILABLE:
                             LSE,
                             qk_scale,
                             out_scale,
-                            start_m,
-                            off_bh,
+                            first,
+                            n_tiles,
+                            step,
+                            n_m,
+                            n_bh,
                             n_q,
                             n_kv,
-                            n_blocks,
-                            hi_full,
                             stride_om,
                             1,
                             HEAD_DIM,
@@ -538,6 +724,8 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            PERSISTENT,
+                            MERGE_EMPTY,
                         ),
                     ),
                     (
@@ -547,6 +735,7 @@ if AVAILABLE:
                             k_smem,
                             v_smem,
                             q_bar,
+                            q_empty,
                             k_ready,
                             v_ready,
                             k_empty,
@@ -556,12 +745,13 @@ if AVAILABLE:
                             LSE,
                             qk_scale,
                             out_scale,
-                            start_m,
-                            off_bh,
+                            first,
+                            n_tiles,
+                            step,
+                            n_m,
+                            n_bh,
                             n_q,
                             n_kv,
-                            n_blocks,
-                            hi_full,
                             stride_om,
                             2,
                             HEAD_DIM,
@@ -572,6 +762,8 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            PERSISTENT,
+                            MERGE_EMPTY,
                         ),
                     ),
                     (_producer, producer_args),
@@ -584,10 +776,13 @@ if AVAILABLE:
 SMEM_LIMIT_BYTES = 232_448  # sm_90: 227 KiB of shared memory per CTA (opt-in)
 
 
-def smem_bytes(head_dim: int, block_n: int, stages: int, elem_bytes: int, groups: int = 2) -> int:
-    """Shared memory of one CTA: a Q tile per consumer group, ``stages`` K and V slots, barriers."""
-    tiles = groups * WG_M * head_dim + 2 * stages * block_n * head_dim
-    return tiles * elem_bytes + 8 * (2 * groups + 4 * stages)
+def smem_bytes(
+    head_dim: int, block_n: int, stages: int, elem_bytes: int, groups: int = 2, q_buffers: int = 1
+) -> int:
+    """Shared memory of one CTA: ``q_buffers`` Q tiles per consumer group, ``stages`` K and
+    V slots, barriers."""
+    tiles = q_buffers * groups * WG_M * head_dim + 2 * stages * block_n * head_dim
+    return tiles * elem_bytes + 8 * ((2 * q_buffers + 1) * groups + 4 * stages)
 
 
 def check_config(
@@ -611,8 +806,6 @@ def check_config(
         )
     if config.block_n not in (64, 128):
         return f"v3 warp_specialize=True needs block_n 64 or 128, got {config.block_n}"
-    if config.persistent:
-        return "v3 warp_specialize=True has no persistent grid; use persistent=False"
     if head_dim is not None:
         if head_dim not in SUPPORTED_HEAD_DIMS:
             return f"v3 warp_specialize=True supports head_dim 64 and 128, got {head_dim}"
@@ -653,6 +846,9 @@ def launches(
     lse=None,
     consumer_groups=2,
     permute_p=None,
+    merge_empty=None,
+    ctas=None,
+    q_buffers=None,
 ):
     """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel.
 
@@ -661,7 +857,13 @@ def launches(
     ``permute_p=True`` (fp8 only) writes Vᵀ with its keys permuted within each 32 so
     that P needs no lane shuffles to become the A operand of P V (kernels/TUNING.md:
     +5-8% non-causal on the H200, 1-2% slower causal); ``None``: on for fp8 without
-    the causal mask.
+    the causal mask. ``config.persistent`` launches one CTA per SM, each looping over
+    tiles. ``merge_empty=True`` releases a ring slot once, after P V of its block (K
+    and V together: one consumer arrive and ``bar.sync`` fewer per block); ``None``:
+    ``MERGE_EMPTY_DEFAULT``. ``ctas`` caps the persistent grid (tests run many tiles
+    per CTA on small shapes with it). ``q_buffers=2`` (persistent only) double-buffers
+    Q so that the next tile's Q loads during this one; ``None``: 2 where shared memory
+    allows (``smem_bytes``), else 1.
     """
     if consumer_groups not in (2, 3):
         raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
@@ -689,7 +891,21 @@ def launches(
         desc_v = _descriptor(vt.view(-1, n_pad), [d, bn])
     else:
         desc_v = _descriptor(v.contiguous().view(-1, d), [bn, d])
-    grid = (triton.cdiv(n_q, consumer_groups * WG_M), batch * heads)
+    n_m = triton.cdiv(n_q, consumer_groups * WG_M)
+    if config.persistent:  # one CTA per SM (registers allow no second), tiles in turn
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        grid = (min(sms if ctas is None else ctas, n_m * batch * heads),)
+    else:
+        grid = (n_m, batch * heads)
+    if merge_empty is None:
+        merge_empty = MERGE_EMPTY_DEFAULT
+    if not config.persistent:
+        q_buffers = 1
+    elif q_buffers is None:
+        two = smem_bytes(d, bn, config.num_stages, q.element_size(), consumer_groups, 2)
+        q_buffers = 2 if two <= SMEM_LIMIT_BYTES else 1
+    if q_buffers not in (1, 2):
+        raise TilesimError(f"q_buffers must be 1 or 2, got {q_buffers!r}")
     args = (
         desc_q,
         desc_k,
@@ -700,6 +916,7 @@ def launches(
         v_scale,
         n_q,
         n_kv,
+        batch * heads,
         out.stride(2),
     )
     meta = dict(
@@ -711,6 +928,9 @@ def launches(
         FP8=fp8,
         PINGPONG=config.pingpong,
         PERMUTE_P=bool(permute_p) and fp8,
+        PERSISTENT=bool(config.persistent),
+        MERGE_EMPTY=bool(merge_empty),
+        Q_BUFS=q_buffers,
         PRODUCER_REGS=PRODUCER_REGS,
         # registers: 65,536 per SM over (groups + 1) warpgroups; the default partition
         # gets what the workers leave (240 is the most ptxas gives a thread that wgmma

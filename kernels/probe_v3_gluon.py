@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import subprocess
 import sys
@@ -53,6 +54,18 @@ VARIANTS = {
     "gluon_old_permp_s3": (WS3, dict(permute_p=True)),
     "gluon_old_permp_s2": (WS3.replace(num_stages=2), dict(permute_p=True)),
     "gluon_pp_old_permp_s3": (WS3_PP, dict(permute_p=True)),
+    # 2026-11-30 fifth session: a persistent grid and one release per ring slot;
+    # "base" is the kernel at d1ceb50 (run from an uncommitted copy, kernels/_v3_gluon_base.py)
+    "base_s3": (WS3, dict(module="_v3_gluon_base")),
+    "new_s3": (WS3, dict(merge_empty=False)),
+    "merge_s3": (WS3, dict(merge_empty=True)),
+    "persist_s3": (WS3.replace(persistent=True), dict(merge_empty=False)),
+    "persist_merge_s3": (WS3.replace(persistent=True), dict(merge_empty=True)),
+    "persist_merge_s2": (WS3.replace(persistent=True, num_stages=2), dict(merge_empty=True)),
+    "persist_merge_pp_s3": (WS3_PP.replace(persistent=True), dict(merge_empty=True)),
+    # q_buffers=None: Q double-buffered where shared memory allows (fp8), else single
+    "persist_qauto_s3": (WS3.replace(persistent=True), dict(merge_empty=False)),
+    "persist_q1_s3": (WS3.replace(persistent=True), dict(merge_empty=False, q_buffers=1)),
 }
 
 
@@ -101,9 +114,11 @@ def _one(variant: str, dtype: str, out_path: Path) -> None:
             out = torch.full(shape, float("nan"), dtype=torch.float16, device="cuda")
             try:
                 if gluon_kwargs is not None:
-                    runs = flash_v3_gluon.launches(
-                        q, k, v, causal, D**-0.5, config, out, **gluon_kwargs, **extra
-                    )
+                    kwargs = dict(gluon_kwargs)
+                    module = flash_v3_gluon
+                    if "module" in kwargs:  # an older copy of the kernel, for comparison
+                        module = importlib.import_module(f"tilesim.kernels.{kwargs.pop('module')}")
+                    runs = module.launches(q, k, v, causal, D**-0.5, config, out, **kwargs, **extra)
                 else:
                     out, runs = launches(
                         q, k, v, causal=causal, algo="v3", config=config, out=out, **extra

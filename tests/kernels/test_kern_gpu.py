@@ -125,10 +125,11 @@ def test_v3_rejects_configs_it_cannot_run():
     q, k, v = make_qkv(1, 2, 256, 256, 128, torch.float16, "cuda", seed=1)
     with pytest.raises(TilesimError, match="ping-pong"):
         K.attention(q, k, v, algo="v3", config=KernelConfig(128, 128, 8, 2, pingpong=True))
-    # warp_specialize=True runs the Gluon kernel (test_kern_v3_gluon_gpu.py), which has no
-    # persistent grid
-    ws = KernelConfig(128, 128, 8, 2, warp_specialize=True, persistent=True)
-    with pytest.raises(TilesimError, match="persistent"):
+    # warp_specialize=True runs the Gluon kernel (test_kern_v3_gluon_gpu.py; persistent or
+    # not), which supports head_dim 64 and 128 only
+    ws = KernelConfig(128, 64, 8, 2, warp_specialize=True, persistent=True)
+    q, k, v = make_qkv(1, 1, 128, 128, 256, torch.float16, "cuda", seed=1)
+    with pytest.raises(TilesimError, match="head_dim"):
         K.attention(q, k, v, algo="v3", config=ws)
 
 

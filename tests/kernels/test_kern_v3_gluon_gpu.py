@@ -51,13 +51,13 @@ def test_dispatch_refuses_what_the_gluon_kernel_cannot_run():
         (WS.replace(num_warps=4), "num_warps=8"),
         (WS.replace(block_m=64), "block_m=128"),
         (WS.replace(block_n=32), "block_n"),
-        (WS.replace(persistent=True), "persistent"),
     ):
         problem = flash_v3.check_config(bad)
         assert problem and words in problem and "\n" not in problem
     assert "head_dim" in flash_v3_gluon.check_config(WS, 256)
     assert "shared memory" in flash_v3_gluon.check_config(WS.replace(num_stages=4), 128)
     assert flash_v3_gluon.check_config(WS.replace(num_stages=3), 128) is None
+    assert flash_v3_gluon.check_config(WS.replace(persistent=True), 128) is None
 
 
 gpu = pytest.mark.gpu
@@ -158,3 +158,42 @@ def test_refuses_head_dim_256_in_one_line():
     q, k, v = make_qkv(1, 1, 128, 128, 256, torch.float16, "cuda", seed=1)
     with pytest.raises(TilesimError, match="head_dim 64 and 128"):
         K.attention(q, k, v, algo="v3", config=WS.replace(block_n=64))
+
+
+@gpu
+@hopper
+@pytest.mark.parametrize("dtype", ["fp16", "fp8"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    ("shape", "ctas", "stages", "merge_empty"),
+    [
+        ((1, 3, 1000, 1000, 128), 5, 3, True),  # 24 tiles of 8 blocks (partial last)
+        ((2, 2, 333, 333, 64), 1, 2, False),  # one CTA runs every tile in turn
+        ((1, 2, 700, 200, 128), 3, 3, True),  # 2 K/V blocks per tile: phases cross tiles
+        ((2, 4, 1024, 1024, 128), None, 3, False),  # one CTA per SM
+    ],
+)
+def test_persistent_grid_matches_reference(dtype, causal, shape, ctas, stages, merge_empty):
+    """A persistent CTA loops over tiles: Q reloaded per tile, the K/V ring's slots and
+    phases running on across tiles (block counts not multiples of the stages), and
+    with ``merge_empty`` one release per slot; every tile must come out right."""
+    from tilesim.kernels import flash_v3_gluon
+
+    b, h, n_q, n_kv, d = shape
+    config = WS.replace(persistent=True, num_stages=stages)
+    seed = sum(shape) + 7 * causal + stages
+    if dtype == "fp16":
+        q, k, v = make_qkv(b, h, n_q, n_kv, d, torch.float16, "cuda", seed)
+        scales, tol = {}, TOL[torch.float16]
+    else:
+        q, k, v = make_qkv(b, h, n_q, n_kv, d, torch.float32, "cuda", seed)
+        (q, sq), (k, sk), (v, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
+        scales, tol = dict(q_scale=sq, k_scale=sk, v_scale=sv), 0.1
+    out = poisoned((b, h, n_q, d), torch.float16, "cuda")
+    runs = flash_v3_gluon.launches(
+        q, k, v, causal, d**-0.5, config, out, merge_empty=merge_empty, ctas=ctas, **scales
+    )
+    for _, run in runs:
+        run()
+    err = K.rel_error(out, reference(q, k, v, causal, **scales))
+    assert err < tol, f"{shape} ctas={ctas} causal={causal}: rel error {err:.2e}"
