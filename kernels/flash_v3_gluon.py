@@ -25,6 +25,11 @@ schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
   ``permute_p`` V's keys are also permuted within each 32 so that P becomes the
   8-bit A operand without moving bytes between lanes (``_p_operand``).
 
+* **Persistent grid** (``config.persistent``): one CTA per SM loops over tiles
+  (head-major; causal longest first), the K/V ring running on across tiles, Q
+  double-buffered where shared memory allows (fp8), so the next tile's loads overlap
+  this tile's last blocks and epilogue.
+
 Rows past the end of a head (N not a multiple of 128) are read from the next
 head (flat [B·H·N, d] descriptors) and never stored; K/V columns past the end
 are masked to -inf. Causal masking is top-left (row i sees columns j <= i); only
