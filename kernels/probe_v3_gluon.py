@@ -66,6 +66,18 @@ VARIANTS = {
     # q_buffers=None: Q double-buffered where shared memory allows (fp8), else single
     "persist_qauto_s3": (WS3.replace(persistent=True), dict(merge_empty=False)),
     "persist_q1_s3": (WS3.replace(persistent=True), dict(merge_empty=False, q_buffers=1)),
+    # 2026-11-30 sixth session: V transposed in shared memory by the producer warpgroup
+    # (fuse_vt, one launch); "base" = the kernel at a17003e (uncommitted copy, as above)
+    "base_persist_s3": (WS3.replace(persistent=True), dict(module="_v3_gluon_base")),
+    "base_np_s3": (WS3, dict(module="_v3_gluon_base")),
+    "fused_persist_s3": (WS3.replace(persistent=True), dict(fuse_vt=True)),
+    "fused_persist_s4": (WS3.replace(persistent=True, num_stages=4), dict(fuse_vt=True)),
+    "fused_np_s3": (WS3, dict(fuse_vt=True)),
+    "unfused_persist_s3": (WS3.replace(persistent=True), dict(fuse_vt=False)),
+    # S(0) of a CTA's next tile issued before this tile's last P V (persistent, Q x2)
+    "pf_persist_s3": (WS3.replace(persistent=True), dict(prefetch=True, fuse_vt=False)),
+    "pf_fused_persist_s3": (WS3.replace(persistent=True), dict(prefetch=True, fuse_vt=True)),
+    "new_np_s3": (WS3, dict()),
 }
 
 
