@@ -23,16 +23,17 @@ schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
 * **FP8** e4m3 with per-tensor descales, P rounded to e4m3, V passed
   transposed (K-major, as fp8 wgmma needs) by ``flash_v3.transpose_v``; with
   ``permute_p`` V's keys are also permuted within each 32 so that P becomes the
-  8-bit A operand without moving bytes between lanes (``_p_operand``). Opt-in
-  (``launches(fuse_vt=True)``, measured slower, kernels/TUNING.md): V loaded row-major
-  and transposed in shared memory by a 4-warp producer (``_transpose_v_block``), one
-  launch. Opt-in (``prefetch=True``, measured slower): S(0) of a persistent CTA's next
-  tile issued before this tile's last P V.
+  8-bit A operand without moving bytes between lanes (``_p_operand``).
 
 * **Persistent grid** (``config.persistent``): one CTA per SM loops over tiles
   (head-major; causal longest first), the K/V ring running on across tiles, Q
   double-buffered where shared memory allows (fp8), so the next tile's loads overlap
   this tile's last blocks and epilogue.
+
+Measured slower on the H200 and removed (kernels/TUNING.md has the numbers, commit
+919fefa the code): one "empty" release per ring slot after P V (``merge_empty``), the
+fp8 V transpose fused into a 4-warp producer (``fuse_vt``), and a persistent CTA's next
+S(0) issued before this tile's last P V (``prefetch``).
 
 Rows past the end of a head (N not a multiple of 128) are read from the next
 head (flat [B·H·N, d] descriptors) and never stored; K/V columns past the end
@@ -56,7 +57,6 @@ try:  # Gluon is experimental: its API moved between Triton releases
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
         mbarrier,
         tma,
         warpgroup_mma,
@@ -73,9 +73,6 @@ BLOCK_M = 2 * WG_M  # Q rows per CTA: two consumer warpgroups
 PRODUCER_REGS = 24  # registers per thread left to the TMA warp (setmaxnreg)
 CONSUMER_REGS = 240  # registers per thread of a worker consumer warpgroup
 SUPPORTED_HEAD_DIMS = (64, 128)
-MERGE_EMPTY_DEFAULT = False  # launches(merge_empty=None): see kernels/TUNING.md
-FUSE_VT_DEFAULT = False  # launches(fuse_vt=None): the fused fp8 V transpose measured slower
-PREFETCH_DEFAULT = False  # launches(prefetch=None)
 
 if AVAILABLE:
     _LN2 = gl.constexpr(LN2)
@@ -110,70 +107,6 @@ if AVAILABLE:
             hi_full = gl.minimum(hi_full, (start_m * ROWS) // BLOCK_N * BLOCK_N)
         return n_blocks, hi_full
 
-    @triton.constexpr_function
-    def _vt_in_layout(head_dim: int):
-        """Register layout of a [32 keys, d] fp8 chunk of raw V in the producer warpgroup.
-
-        Each thread holds 4 keys (k0 and k3 of the chunk: keys 2t + i and 8 + 2t + i, the
-        4 that ``permute_p`` packs into one 4-byte column group) x 4 consecutive d (one
-        4-byte load per key), so the transposed stores are 4-byte vectors too. Lanes take
-        keys k1, k2, k4 and d2, d3 (2-way bank conflicts on both sides with 128-byte
-        swizzles); the warps and the registers left take the rest of d.
-        """
-        d_bits = head_dim.bit_length() - 1  # 7 at d = 128, 6 at 64
-        reg = [[0, 1], [0, 2], [1, 0], [8, 0]]
-        lane = [[2, 0], [4, 0], [16, 0], [0, 4], [0, 8]]
-        rest = [[0, 1 << b] for b in range(4, d_bits)]  # d4.. : warps first, then registers
-        warp, reg = rest[:2], reg + rest[2:]
-        return gl.DistributedLinearLayout(reg, lane, warp, [], [32, head_dim])
-
-    @gluon.jit
-    def _transpose_v_block(
-        raw_smem,
-        v_smem,
-        raw_bar,
-        v_ready,
-        v_empty,
-        c,
-        STAGES: gl.constexpr,
-        PERMUTE_P: gl.constexpr,
-    ):
-        """Ring block ``c``: V as TMA loaded it ([block_n, d], row-major) -> Vᵀ slot [d, block_n].
-
-        fp8 wgmma reads its B operand K-major only, so V must sit in shared memory as
-        [d, keys]. The producer warpgroup moves 32 keys at a time through registers:
-        ``VT_IN`` gives each thread 4 keys x 4 d (4-byte loads along d, 4-byte stores
-        along the keys after the in-register byte transpose). With ``PERMUTE_P`` key
-        16h + 8g + 2t + i of each 32 lands at column 16h + 4t + 2g + i, the order of
-        ``transpose_v(..., permute=True)`` that ``_p_operand`` expects; the permutation is
-        a relabelling of registers (the 4 keys a thread holds are exactly those of one
-        4-byte group of columns), so the stores stay 4-byte vectors.
-        """
-        BN: gl.constexpr = raw_smem.shape[1]
-        D: gl.constexpr = raw_smem.shape[2]
-        # (built here: a layout cannot travel in warp_specialize's argument tuple)
-        VT_IN: gl.constexpr = _vt_in_layout(D)
-        r = c % 2
-        s = c % STAGES
-        mbarrier.wait(raw_bar.index(r), (c // 2) & 1)
-        mbarrier.wait(v_empty.index(s), ((c // STAGES) & 1) ^ 1)  # P V of its last use done
-        raw = raw_smem.index(r)
-        vt = v_smem.index(s)
-        for i in gl.static_range(BN // 32):
-            x = raw.slice(32 * i, 32, dim=0).load(VT_IN)  # [32 keys, d]
-            y = gl.permute(x, (1, 0))  # [d, 32 keys]: only the layout changes
-            if PERMUTE_P:
-                y5 = gl.reshape(y, [D, 2, 2, 4, 2])  # [d, h, g, t, i]
-                y5 = gl.permute(y5, (0, 1, 3, 2, 4))  # [d, h, t, g, i]
-                vt.slice(32 * i, 32, dim=1).store(gl.reshape(y5, [D, 32]))
-            else:
-                vt.slice(32 * i, 32, dim=1).store(y)
-        # the consumers' wgmmas read the slot through the async proxy; the arrive's
-        # bar.sync orders every thread's stores (and their raw loads, before the next
-        # TMA into ``raw``) ahead of the single arriving thread
-        fence_async_shared()
-        mbarrier.arrive(v_ready.index(s))
-
     @gluon.jit
     def _producer(
         desc_q,
@@ -182,14 +115,12 @@ if AVAILABLE:
         q_smem,
         k_smem,
         v_smem,
-        raw_smem,
         q_bar,
         q_empty,
         k_ready,
         v_ready,
         k_empty,
         v_empty,
-        raw_bar,
         sched,
         first,
         n_tiles,
@@ -204,9 +135,6 @@ if AVAILABLE:
         CAUSAL: gl.constexpr,
         FP8: gl.constexpr,
         PERSISTENT: gl.constexpr,
-        MERGE_EMPTY: gl.constexpr,
-        FUSE_VT: gl.constexpr,
-        PERMUTE_P: gl.constexpr,
     ):
         """The TMA warp: per tile both Q tiles, then K and V block by block into the ring.
 
@@ -242,45 +170,23 @@ if AVAILABLE:
                 # the slot's previous use ended when both consumers arrived on "empty";
                 # the first round waits on the (already complete) phase before phase 0
                 phase = ((c // STAGES) & 1) ^ 1
-                if MERGE_EMPTY:  # one release per slot: after P V of its block
-                    mbarrier.wait(v_empty.index(s), phase)
-                else:
-                    mbarrier.wait(k_empty.index(s), phase)
+                mbarrier.wait(k_empty.index(s), phase)
                 mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
                 tma.async_copy_global_to_shared(
                     desc_k, [kv_row0 + j * BLOCK_N, 0], k_ready.index(s), k_smem.index(s)
                 )
-                if FUSE_VT:
-                    # V row-major into the raw ring (2 slots: block c-2's transpose, which
-                    # read it, came before in this warpgroup's program order), then Vᵀ
-                    # of the previous block while this one's TMA is in flight
-                    r = c % 2
-                    mbarrier.expect(raw_bar.index(r), desc_v.block_type.nbytes)
+                mbarrier.wait(v_empty.index(s), phase)
+                mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
+                if FP8:  # a [d, block_n] tile of Vᵀ
                     tma.async_copy_global_to_shared(
-                        desc_v, [kv_row0 + j * BLOCK_N, 0], raw_bar.index(r), raw_smem.index(r)
+                        desc_v, [vt_row0, j * BLOCK_N], v_ready.index(s), v_smem.index(s)
                     )
-                    if c > 0:
-                        _transpose_v_block(
-                            raw_smem, v_smem, raw_bar, v_ready, v_empty, c - 1, STAGES, PERMUTE_P
-                        )
                 else:
-                    if not MERGE_EMPTY:
-                        mbarrier.wait(v_empty.index(s), phase)
-                    mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
-                    if FP8:  # a [d, block_n] tile of Vᵀ
-                        tma.async_copy_global_to_shared(
-                            desc_v, [vt_row0, j * BLOCK_N], v_ready.index(s), v_smem.index(s)
-                        )
-                    else:
-                        tma.async_copy_global_to_shared(
-                            desc_v, [kv_row0 + j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s)
-                        )
+                    tma.async_copy_global_to_shared(
+                        desc_v, [kv_row0 + j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s)
+                    )
             c0 += n_blocks
             it += 1  # noqa: SIM113 - Gluon loops have no enumerate
-        if FUSE_VT and c0 > 0:  # the last block's Vᵀ
-            _transpose_v_block(
-                raw_smem, v_smem, raw_bar, v_ready, v_empty, c0 - 1, STAGES, PERMUTE_P
-            )
 
     @gluon.jit
     def _softmax(
@@ -356,10 +262,6 @@ if AVAILABLE:
         qb,
         q_phase,
         sched_phase,
-        s0,
-        has_next,
-        qb_next,
-        q_phase_next,
         WG: gl.constexpr,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
@@ -370,21 +272,12 @@ if AVAILABLE:
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
         PERSISTENT: gl.constexpr,
-        MERGE_EMPTY: gl.constexpr,
-        PREFETCH: gl.constexpr,
     ):
         """One consumer warpgroup on one tile: 64 rows of Q, the K/V loop, the epilogue.
 
         ``c0`` is the ring's block counter at the tile's first block (slot and phase of
         block j: (c0 + j) % STAGES and (c0 + j) // STAGES); returns the counter after
         the tile and the ping-pong phase.
-
-        ``PREFETCH`` (persistent, Q double-buffered, no ping-pong): S(0) of this tile was
-        computed at the end of the previous one (``s0``); this tile issues S(0) of the
-        next (``has_next``: Q buffer ``qb_next``) before waiting for its last P V, so
-        that GEMM overlaps the last P V and the O epilogue, and returns it (every wgmma
-        is waited for before the return: an accumulator in flight across the loop's
-        back edge makes ptxas serialise them all).
         """
         WGM: gl.constexpr = q_smem.shape[1]
         dtype: gl.constexpr = q_smem.dtype
@@ -412,21 +305,17 @@ if AVAILABLE:
         mbarrier.wait(q_bar.index(qb), q_phase)
 
         # -- block 0: S(0) and its softmax, nothing to overlap with yet --
-        if PREFETCH:  # S(0) came from the previous tile (or the prologue)
-            s = s0
-        else:
-            if PINGPONG:
-                mbarrier.wait(sched.index(WG), sched_phase)
-                sched_phase ^= 1
-            s_idx = c0 % STAGES
-            mbarrier.wait(k_ready.index(s_idx), (c0 // STAGES) & 1)
-            k = k_smem.index(s_idx)
-            s_tok = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            if PINGPONG:
-                mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
-            s, q, k = warpgroup_mma_wait(0, deps=(s_tok, q, k))
-            if not MERGE_EMPTY:
-                mbarrier.arrive(k_empty.index(s_idx))
+        if PINGPONG:
+            mbarrier.wait(sched.index(WG), sched_phase)
+            sched_phase ^= 1
+        s_idx = c0 % STAGES
+        mbarrier.wait(k_ready.index(s_idx), (c0 // STAGES) & 1)
+        k = k_smem.index(s_idx)
+        s_tok = warpgroup_mma(q, k.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
+        s, q, k = warpgroup_mma_wait(0, deps=(s_tok, q, k))
+        mbarrier.arrive(k_empty.index(s_idx))
         p, m_i, l_i, alpha = _softmax(
             s, m_i, l_i, 0, rows, n_kv, qk_scale, s_layout, BLOCK_N, CAUSAL, MASK, hi_full
         )
@@ -454,8 +343,7 @@ if AVAILABLE:
             if PINGPONG:
                 mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
             s, q, k = warpgroup_mma_wait(1, deps=(s_tok, q, k))
-            if not MERGE_EMPTY:
-                mbarrier.arrive(k_empty.index(s_idx))
+            mbarrier.arrive(k_empty.index(s_idx))
             p, m_i, l_i, alpha = _softmax(
                 s,
                 m_i,
@@ -485,20 +373,7 @@ if AVAILABLE:
         if FP8:
             v = v.permute((1, 0))
         o_tok = warpgroup_mma(p_op, v, acc, is_async=True)
-        if PREFETCH:
-            # S(0) of the next tile behind the last P V. Without a next tile the GEMM
-            # still runs (straight-line code, no wgmma under a branch) on this tile's Q
-            # and last K slot, which no load overwrites any more; its result is unused.
-            c_next = c0 + n_blocks
-            if has_next:
-                mbarrier.wait(q_bar.index(qb_next), q_phase_next)
-                mbarrier.wait(k_ready.index(c_next % STAGES), (c_next // STAGES) & 1)
-            qn = q_smem.index(gl.where(has_next, qb_next, qb))
-            kn = k_smem.index(gl.where(has_next, c_next, c_next - 1) % STAGES)
-            sn_tok = warpgroup_mma(qn, kn.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            acc, v = warpgroup_mma_wait(1, deps=(o_tok, v))
-        else:
-            acc, v = warpgroup_mma_wait(0, deps=(o_tok, v))
+        acc, v = warpgroup_mma_wait(0, deps=(o_tok, v))
         mbarrier.arrive(v_empty.index(v_idx))
 
         # -- epilogue: 1/l (and V's descale), log-sum-exp, masked stores --
@@ -511,13 +386,7 @@ if AVAILABLE:
         offs = (off_bh.to(gl.int64) * n_q + rows_o.to(gl.int64)) * stride_om
         ptrs = Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0)
         gl.store(ptrs, out, mask=gl.expand_dims(rows_o < n_q, 1))
-        if PREFETCH:
-            s_next, qn, kn = warpgroup_mma_wait(0, deps=(sn_tok, qn, kn))
-            if has_next and not MERGE_EMPTY:
-                mbarrier.arrive(k_empty.index((c0 + n_blocks) % STAGES))
-        else:
-            s_next = s_zero
-        return c0 + n_blocks, sched_phase, s_next
+        return c0 + n_blocks, sched_phase
 
     @gluon.jit
     def _consumer(
@@ -553,34 +422,16 @@ if AVAILABLE:
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
         PERSISTENT: gl.constexpr,
-        MERGE_EMPTY: gl.constexpr,
-        PREFETCH: gl.constexpr,
     ):
         """One consumer warpgroup: its tile (or, persistent, its tiles in turn)."""
         NUM_WG: gl.constexpr = sched.shape[0]
         Q_BUFS: gl.constexpr = q_smem.shape[0] // sched.shape[0]  # Q tiles per warpgroup
-        WGM: gl.constexpr = q_smem.shape[1]
-        k_inst: gl.constexpr = 256 // q_smem.dtype.primitive_bitwidth
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, k_inst]
-        )
-        s = gl.zeros([WGM, BLOCK_N], gl.float32, layout=s_layout)
-        if PREFETCH:  # S(0) of the first tile (a CTA has at least one)
-            mbarrier.wait(q_bar.index(WG), 0)
-            mbarrier.wait(k_ready.index(0), 0)
-            q0 = q_smem.index(WG)
-            k0 = k_smem.index(0)
-            s_tok = warpgroup_mma(q0, k0.permute((1, 0)), s, use_acc=False, is_async=True)
-            s, q0, k0 = warpgroup_mma_wait(0, deps=(s_tok, q0, k0))
-            if not MERGE_EMPTY:
-                mbarrier.arrive(k_empty.index(0))
         c0 = 0
         sched_phase = 0
         it = 0
         for t in range(first, n_tiles, step):
             start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL, PERSISTENT)
-            it_next = it + 1
-            c0, sched_phase, s = _consumer_tile(
+            c0, sched_phase = _consumer_tile(
                 q_smem,
                 k_smem,
                 v_smem,
@@ -604,10 +455,6 @@ if AVAILABLE:
                 (it % Q_BUFS) * NUM_WG + WG,
                 (it // Q_BUFS) & 1,
                 sched_phase,
-                s,
-                t + step < n_tiles,
-                (it_next % Q_BUFS) * NUM_WG + WG,
-                (it_next // Q_BUFS) & 1,
                 WG,
                 HEAD_DIM,
                 BLOCK_N,
@@ -618,8 +465,6 @@ if AVAILABLE:
                 PINGPONG,
                 PERMUTE_P,
                 PERSISTENT,
-                MERGE_EMPTY,
-                PREFETCH,
             )
             it += 1  # noqa: SIM113 - Gluon loops have no enumerate
 
@@ -645,14 +490,10 @@ if AVAILABLE:
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
         PERSISTENT: gl.constexpr,
-        MERGE_EMPTY: gl.constexpr,
         Q_BUFS: gl.constexpr,
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
         NUM_WG: gl.constexpr,
-        FUSE_VT: gl.constexpr,
-        VT_LAYOUT: gl.constexpr,
-        PREFETCH: gl.constexpr,
     ):
         WGM: gl.constexpr = desc_q.block_type.shape[0]
         n_m = gl.cdiv(n_q, NUM_WG * WGM)
@@ -669,17 +510,7 @@ if AVAILABLE:
         # Q_BUFS = 2 (persistent): the next tile's Q loads while this tile runs
         q_smem = gl.allocate_shared_memory(dtype, [Q_BUFS * NUM_WG, WGM, HEAD_DIM], desc_q.layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
-        if FUSE_VT:  # fp8: desc_v loads V row-major into a 2-slot raw ring, the producer
-            # warpgroup writes the K-major Vᵀ slots the P V wgmma reads
-            v_smem = gl.allocate_shared_memory(dtype, [STAGES, HEAD_DIM, BLOCK_N], VT_LAYOUT)
-            raw_smem = gl.allocate_shared_memory(
-                dtype, [2] + desc_v.block_type.shape, desc_v.layout
-            )
-        else:
-            v_smem = gl.allocate_shared_memory(
-                dtype, [STAGES] + desc_v.block_type.shape, desc_v.layout
-            )
-            raw_smem = v_smem  # unused
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES] + desc_v.block_type.shape, desc_v.layout)
         bar_layout: gl.constexpr = mbarrier.MBarrierLayout()
         q_bar = gl.allocate_shared_memory(gl.int64, [Q_BUFS * NUM_WG, 1], bar_layout)
         q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFS * NUM_WG, 1], bar_layout)
@@ -688,12 +519,6 @@ if AVAILABLE:
         v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
-        if FUSE_VT:
-            raw_bar = gl.allocate_shared_memory(gl.int64, [2, 1], bar_layout)
-            for i in gl.static_range(2):
-                mbarrier.init(raw_bar.index(i), count=1)
-        else:
-            raw_bar = k_ready  # unused: the unfused kernel is the one measured before
         for i in gl.static_range(Q_BUFS * NUM_WG):
             mbarrier.init(q_bar.index(i), count=1)
             mbarrier.init(q_empty.index(i), count=1)
@@ -710,9 +535,6 @@ if AVAILABLE:
 
         # (the producer's arguments are written out in each call: a tuple assigned to a
         # variable turns its constexprs into run-time values)
-        # a transposing producer is a whole warpgroup (the registers of one are reserved
-        # for a 1-warp producer anyway: Triton pads a worker partition to 4 warps)
-        PRODUCER_WARPS: gl.constexpr = 4 if FUSE_VT else 1
         # the default partition (the launch's 4 warps) is consumer warpgroup 0
         if NUM_WG == 2:
             gl.warp_specialize(
@@ -752,8 +574,6 @@ if AVAILABLE:
                             PINGPONG,
                             PERMUTE_P,
                             PERSISTENT,
-                            MERGE_EMPTY,
-                            PREFETCH,
                         ),
                     ),
                     (
@@ -791,8 +611,6 @@ if AVAILABLE:
                             PINGPONG,
                             PERMUTE_P,
                             PERSISTENT,
-                            MERGE_EMPTY,
-                            PREFETCH,
                         ),
                     ),
                     (
@@ -804,14 +622,12 @@ if AVAILABLE:
                             q_smem,
                             k_smem,
                             v_smem,
-                            raw_smem,
                             q_bar,
                             q_empty,
                             k_ready,
                             v_ready,
                             k_empty,
                             v_empty,
-                            raw_bar,
                             sched,  # its shape: the number of consumer warpgroups
                             first,
                             n_tiles,
@@ -826,13 +642,10 @@ if AVAILABLE:
                             CAUSAL,
                             FP8,
                             PERSISTENT,
-                            MERGE_EMPTY,
-                            FUSE_VT,
-                            PERMUTE_P,
                         ),
                     ),
                 ],
-                [4, PRODUCER_WARPS],
+                [4, 1],
                 [CONSUMER_REGS, PRODUCER_REGS],
             )
         else:
@@ -873,8 +686,6 @@ if AVAILABLE:
                             PINGPONG,
                             PERMUTE_P,
                             PERSISTENT,
-                            MERGE_EMPTY,
-                            PREFETCH,
                         ),
                     ),
                     (
@@ -912,8 +723,6 @@ if AVAILABLE:
                             PINGPONG,
                             PERMUTE_P,
                             PERSISTENT,
-                            MERGE_EMPTY,
-                            PREFETCH,
                         ),
                     ),
                     (
@@ -951,8 +760,6 @@ if AVAILABLE:
                             PINGPONG,
                             PERMUTE_P,
                             PERSISTENT,
-                            MERGE_EMPTY,
-                            PREFETCH,
                         ),
                     ),
                     (
@@ -964,14 +771,12 @@ if AVAILABLE:
                             q_smem,
                             k_smem,
                             v_smem,
-                            raw_smem,
                             q_bar,
                             q_empty,
                             k_ready,
                             v_ready,
                             k_empty,
                             v_empty,
-                            raw_bar,
                             sched,  # its shape: the number of consumer warpgroups
                             first,
                             n_tiles,
@@ -986,13 +791,10 @@ if AVAILABLE:
                             CAUSAL,
                             FP8,
                             PERSISTENT,
-                            MERGE_EMPTY,
-                            FUSE_VT,
-                            PERMUTE_P,
                         ),
                     ),
                 ],
-                [4, 4, PRODUCER_WARPS],
+                [4, 4, 1],
                 [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
             )
 
@@ -1001,20 +803,12 @@ SMEM_LIMIT_BYTES = 232_448  # sm_90: 227 KiB of shared memory per CTA (opt-in)
 
 
 def smem_bytes(
-    head_dim: int,
-    block_n: int,
-    stages: int,
-    elem_bytes: int,
-    groups: int = 2,
-    q_buffers: int = 1,
-    fuse_vt: bool = False,
+    head_dim: int, block_n: int, stages: int, elem_bytes: int, groups: int = 2, q_buffers: int = 1
 ) -> int:
     """Shared memory of one CTA: ``q_buffers`` Q tiles per consumer group, ``stages`` K and
-    V slots, (``fuse_vt``) two raw V slots the producer transposes from, barriers."""
+    V slots, barriers."""
     tiles = q_buffers * groups * WG_M * head_dim + 2 * stages * block_n * head_dim
-    if fuse_vt:
-        tiles += 2 * block_n * head_dim
-    return tiles * elem_bytes + 8 * ((2 * q_buffers + 1) * groups + 4 * stages + 2)
+    return tiles * elem_bytes + 8 * ((2 * q_buffers + 1) * groups + 4 * stages)
 
 
 def check_config(
@@ -1041,9 +835,7 @@ def check_config(
     if head_dim is not None:
         if head_dim not in SUPPORTED_HEAD_DIMS:
             return f"v3 warp_specialize=True supports head_dim 64 and 128, got {head_dim}"
-        need = smem_bytes(
-            head_dim, config.block_n, config.num_stages, elem_bytes, groups, fuse_vt=elem_bytes == 1
-        )
+        need = smem_bytes(head_dim, config.block_n, config.num_stages, elem_bytes, groups)
         if need > SMEM_LIMIT_BYTES:
             return (
                 f"v3 warp_specialize=True with num_stages={config.num_stages} needs {need} B "
@@ -1080,11 +872,8 @@ def launches(
     lse=None,
     consumer_groups=2,
     permute_p=None,
-    merge_empty=None,
     ctas=None,
     q_buffers=None,
-    fuse_vt=None,
-    prefetch=None,
 ):
     """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel.
 
@@ -1094,17 +883,10 @@ def launches(
     that P needs no lane shuffles to become the A operand of P V (kernels/TUNING.md:
     +5-8% non-causal on the H200, 1-2% slower causal); ``None``: on for fp8 without
     the causal mask. ``config.persistent`` launches one CTA per SM, each looping over
-    tiles. ``merge_empty=True`` releases a ring slot once, after P V of its block (K
-    and V together: one consumer arrive and ``bar.sync`` fewer per block); ``None``:
-    ``MERGE_EMPTY_DEFAULT``. ``ctas`` caps the persistent grid (tests run many tiles
+    tiles. ``ctas`` caps the persistent grid (tests run many tiles
     per CTA on small shapes with it). ``q_buffers=2`` (persistent only) double-buffers
     Q so that the next tile's Q loads during this one; ``None``: 2 where shared memory
-    allows (``smem_bytes``), else 1. ``fuse_vt`` (fp8): V is loaded row-major by TMA and
-    transposed in shared memory by the producer warpgroup (one launch, no Vᵀ copy in
-    HBM); ``False`` runs the separate ``v3_transpose_v`` launch first; ``None``:
-    ``FUSE_VT_DEFAULT``. ``prefetch=True`` (persistent with two Q buffers, no ping-pong)
-    issues S(0) of a CTA's next tile before the last P V of this one; ``None``:
-    ``PREFETCH_DEFAULT`` where it applies.
+    allows (``smem_bytes``), else 1.
     """
     if consumer_groups not in (2, 3):
         raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
@@ -1125,10 +907,7 @@ def launches(
     desc_q = _descriptor(q.view(-1, d), [WG_M, d])
     desc_k = _descriptor(k.view(-1, d), [bn, d])
     runs = []
-    fuse_vt = fp8 and bool(FUSE_VT_DEFAULT if fuse_vt is None else fuse_vt)
-    if fuse_vt:  # row-major [block_n, d] tiles of V; the kernel transposes them
-        desc_v = _descriptor(v.contiguous().view(-1, d), [bn, d])
-    elif fp8:
+    if fp8:
         n_pad = triton.cdiv(n_kv, 16) * 16
         vt = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
         runs.append(("v3_transpose_v", lambda: transpose_v(v, vt, permute=bool(permute_p))))
@@ -1141,20 +920,13 @@ def launches(
         grid = (min(sms if ctas is None else ctas, n_m * batch * heads),)
     else:
         grid = (n_m, batch * heads)
-    if merge_empty is None:
-        merge_empty = MERGE_EMPTY_DEFAULT
     if not config.persistent:
         q_buffers = 1
     elif q_buffers is None:
-        two = smem_bytes(d, bn, config.num_stages, q.element_size(), consumer_groups, 2, fuse_vt)
+        two = smem_bytes(d, bn, config.num_stages, q.element_size(), consumer_groups, 2)
         q_buffers = 2 if two <= SMEM_LIMIT_BYTES else 1
     if q_buffers not in (1, 2):
         raise TilesimError(f"q_buffers must be 1 or 2, got {q_buffers!r}")
-    can_prefetch = bool(config.persistent) and q_buffers == 2 and not config.pingpong
-    if prefetch is None:
-        prefetch = PREFETCH_DEFAULT and can_prefetch
-    elif prefetch and not can_prefetch:
-        raise TilesimError("prefetch=True needs persistent=True, two Q buffers and pingpong=False")
     args = (
         desc_q,
         desc_k,
@@ -1178,7 +950,6 @@ def launches(
         PINGPONG=config.pingpong,
         PERMUTE_P=bool(permute_p) and fp8,
         PERSISTENT=bool(config.persistent),
-        MERGE_EMPTY=bool(merge_empty),
         Q_BUFS=q_buffers,
         PRODUCER_REGS=PRODUCER_REGS,
         # registers: 65,536 per SM over (groups + 1) warpgroups; the default partition
@@ -1186,9 +957,6 @@ def launches(
         # needs in practice; 160 with three consumer groups)
         CONSUMER_REGS=CONSUMER_REGS if consumer_groups == 2 else 160,
         NUM_WG=consumer_groups,
-        FUSE_VT=fuse_vt,
-        PREFETCH=bool(prefetch),
-        VT_LAYOUT=gl.NVMMASharedLayout.get_default_for([d, bn], gl.float8e4nv) if fuse_vt else None,
         num_warps=4,  # the default partition: consumer warpgroup 0
     )
 

@@ -54,30 +54,19 @@ VARIANTS = {
     "gluon_old_permp_s3": (WS3, dict(permute_p=True)),
     "gluon_old_permp_s2": (WS3.replace(num_stages=2), dict(permute_p=True)),
     "gluon_pp_old_permp_s3": (WS3_PP, dict(permute_p=True)),
-    # 2026-11-30 fifth session: a persistent grid and one release per ring slot;
-    # "base" is the kernel at d1ceb50 (run from an uncommitted copy, kernels/_v3_gluon_base.py)
-    "base_s3": (WS3, dict(module="_v3_gluon_base")),
-    "new_s3": (WS3, dict(merge_empty=False)),
-    "merge_s3": (WS3, dict(merge_empty=True)),
-    "persist_s3": (WS3.replace(persistent=True), dict(merge_empty=False)),
-    "persist_merge_s3": (WS3.replace(persistent=True), dict(merge_empty=True)),
-    "persist_merge_s2": (WS3.replace(persistent=True, num_stages=2), dict(merge_empty=True)),
-    "persist_merge_pp_s3": (WS3_PP.replace(persistent=True), dict(merge_empty=True)),
-    # q_buffers=None: Q double-buffered where shared memory allows (fp8), else single
-    "persist_qauto_s3": (WS3.replace(persistent=True), dict(merge_empty=False)),
-    "persist_q1_s3": (WS3.replace(persistent=True), dict(merge_empty=False, q_buffers=1)),
-    # 2026-11-30 sixth session: V transposed in shared memory by the producer warpgroup
-    # (fuse_vt, one launch); "base" = the kernel at a17003e (uncommitted copy, as above)
+    # 2026-11-30 fifth session: the persistent grid; q_buffers=None double-buffers Q
+    # where shared memory allows (fp8), else single. The merged ring release
+    # (merge_empty), the fused V transpose (fuse_vt) and the next-tile S(0) prefetch
+    # (prefetch) measured slower and were removed (TUNING.md; code and probe variants
+    # at 919fefa).
+    "persist_qauto_s3": (WS3.replace(persistent=True), dict()),
+    "persist_q1_s3": (WS3.replace(persistent=True), dict(q_buffers=1)),
+    "new_np_s3": (WS3, dict()),
+    # "module": the same kernel config run by an uncommitted older copy of the kernel
+    # (e.g. ``git show REV:kernels/flash_v3_gluon.py > kernels/_v3_gluon_base.py``), for
+    # same-call comparisons
     "base_persist_s3": (WS3.replace(persistent=True), dict(module="_v3_gluon_base")),
     "base_np_s3": (WS3, dict(module="_v3_gluon_base")),
-    "fused_persist_s3": (WS3.replace(persistent=True), dict(fuse_vt=True)),
-    "fused_persist_s4": (WS3.replace(persistent=True, num_stages=4), dict(fuse_vt=True)),
-    "fused_np_s3": (WS3, dict(fuse_vt=True)),
-    "unfused_persist_s3": (WS3.replace(persistent=True), dict(fuse_vt=False)),
-    # S(0) of a CTA's next tile issued before this tile's last P V (persistent, Q x2)
-    "pf_persist_s3": (WS3.replace(persistent=True), dict(prefetch=True, fuse_vt=False)),
-    "pf_fused_persist_s3": (WS3.replace(persistent=True), dict(prefetch=True, fuse_vt=True)),
-    "new_np_s3": (WS3, dict()),
 }
 
 

@@ -165,18 +165,18 @@ def test_refuses_head_dim_256_in_one_line():
 @pytest.mark.parametrize("dtype", ["fp16", "fp8"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(
-    ("shape", "ctas", "stages", "merge_empty"),
+    ("shape", "ctas", "stages"),
     [
-        ((1, 3, 1000, 1000, 128), 5, 3, True),  # 24 tiles of 8 blocks (partial last)
-        ((2, 2, 333, 333, 64), 1, 2, False),  # one CTA runs every tile in turn
-        ((1, 2, 700, 200, 128), 3, 3, True),  # 2 K/V blocks per tile: phases cross tiles
-        ((2, 4, 1024, 1024, 128), None, 3, False),  # one CTA per SM
+        ((1, 3, 1000, 1000, 128), 5, 3),  # 24 tiles of 8 blocks (partial last)
+        ((2, 2, 333, 333, 64), 1, 2),  # one CTA runs every tile in turn
+        ((1, 2, 700, 200, 128), 3, 3),  # 2 K/V blocks per tile: phases cross tiles
+        ((2, 4, 1024, 1024, 128), None, 3),  # one CTA per SM
     ],
 )
-def test_persistent_grid_matches_reference(dtype, causal, shape, ctas, stages, merge_empty):
-    """A persistent CTA loops over tiles: Q reloaded per tile, the K/V ring's slots and
-    phases running on across tiles (block counts not multiples of the stages), and
-    with ``merge_empty`` one release per slot; every tile must come out right."""
+def test_persistent_grid_matches_reference(dtype, causal, shape, ctas, stages):
+    """A persistent CTA loops over tiles: Q reloaded per tile (double-buffered for fp8),
+    the K/V ring's slots and phases running on across tiles (block counts not multiples
+    of the stages); every tile must come out right."""
     from tilesim.kernels import flash_v3_gluon
 
     b, h, n_q, n_kv, d = shape
@@ -190,98 +190,11 @@ def test_persistent_grid_matches_reference(dtype, causal, shape, ctas, stages, m
         (q, sq), (k, sk), (v, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
         scales, tol = dict(q_scale=sq, k_scale=sk, v_scale=sv), 0.1
     out = poisoned((b, h, n_q, d), torch.float16, "cuda")
-    runs = flash_v3_gluon.launches(
-        q, k, v, causal, d**-0.5, config, out, merge_empty=merge_empty, ctas=ctas, **scales
+    runs = flash_v3_gluon.launches(q, k, v, causal, d**-0.5, config, out, ctas=ctas, **scales)
+    assert [name for name, _ in runs] == (
+        ["v3_transpose_v", "v3_fwd"] if dtype == "fp8" else ["v3_fwd"]
     )
     for _, run in runs:
         run()
     err = K.rel_error(out, reference(q, k, v, causal, **scales))
     assert err < tol, f"{shape} ctas={ctas} causal={causal}: rel error {err:.2e}"
-
-
-def _fp8_or_fp16(dtype, shape, seed):
-    b, h, n_q, n_kv, d = shape
-    if dtype == "fp16":
-        q, k, v = make_qkv(b, h, n_q, n_kv, d, torch.float16, "cuda", seed)
-        return (q, k, v), {}, TOL[torch.float16]
-    q, k, v = make_qkv(b, h, n_q, n_kv, d, torch.float32, "cuda", seed)
-    (q, sq), (k, sk), (v, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
-    return (q, k, v), dict(q_scale=sq, k_scale=sk, v_scale=sv), 0.1
-
-
-@gpu
-@hopper
-@pytest.mark.parametrize("dtype", ["fp16", "fp8"])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize(
-    ("shape", "ctas", "stages", "merge_empty"),
-    [
-        ((1, 3, 1000, 1000, 128), 5, 2, False),  # 24 tiles of 8 blocks (partial last)
-        ((2, 2, 333, 333, 64), 1, 3, True),  # one CTA runs every tile in turn
-        ((1, 2, 700, 200, 128), 3, 2, False),  # 2 K/V blocks per tile: phases cross tiles
-    ],
-)
-def test_prefetch_of_the_next_tiles_first_scores(dtype, causal, shape, ctas, stages, merge_empty):
-    """prefetch=True: S(0) of a CTA's next tile is computed at the end of this one (from
-    the other Q buffer and the ring's next slot); the last tile's dummy S is discarded.
-    A wrong buffer, slot or phase gives another tile's scores: an O(1) error."""
-    from tilesim.kernels import flash_v3_gluon
-
-    (q, k, v), scales, tol = _fp8_or_fp16(dtype, shape, sum(shape) + 7 * causal + stages)
-    config = WS.replace(persistent=True, num_stages=stages)
-    out = poisoned(q.shape, torch.float16, "cuda")
-    runs = flash_v3_gluon.launches(
-        q,
-        k,
-        v,
-        causal,
-        shape[-1] ** -0.5,
-        config,
-        out,
-        merge_empty=merge_empty,
-        ctas=ctas,
-        q_buffers=2,
-        prefetch=True,
-        **scales,
-    )
-    for _, run in runs:
-        run()
-    err = K.rel_error(out, reference(q, k, v, causal, **scales))
-    assert err < tol, f"{shape} ctas={ctas} causal={causal}: rel error {err:.2e}"
-
-
-@gpu
-@hopper
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize(
-    ("shape", "config", "ctas"),
-    [
-        ((1, 3, 1000, 1000, 128), WS.replace(num_stages=3), None),
-        ((2, 2, 333, 333, 64), WS.replace(persistent=True), 1),
-        ((1, 2, 700, 200, 128), WS.replace(persistent=True, num_stages=3), 3),
-        ((1, 2, 256, 700, 64), WS.replace(block_n=64, num_stages=3), None),
-        ((2, 4, 2048, 2048, 128), WS_PP, None),
-    ],
-    ids=["np1000", "persist333_d64", "persist700x200", "bn64_d64", "pingpong2048"],
-)
-def test_fp8_fused_v_transpose_matches_the_launch(causal, shape, config, ctas):
-    """fuse_vt=True: the producer warpgroup transposes V in shared memory (keys permuted
-    within 32 when permute_p) instead of the v3_transpose_v launch. One launch only, the
-    same attention as the two-launch path; keys past the end of K/V must not leak."""
-    from tilesim.kernels import flash_v3_gluon
-
-    (q, k, v), scales, tol = _fp8_or_fp16("fp8", shape, 3 * sum(shape) + causal)
-    outs = []
-    for fuse_vt in (False, True):
-        out = poisoned(q.shape, torch.float16, "cuda")
-        runs = flash_v3_gluon.launches(
-            q, k, v, causal, shape[-1] ** -0.5, config, out, ctas=ctas, fuse_vt=fuse_vt, **scales
-        )
-        assert [name for name, _ in runs] == (
-            ["v3_fwd"] if fuse_vt else ["v3_transpose_v", "v3_fwd"]
-        )
-        for _, run in runs:
-            run()
-        outs.append(out)
-    assert K.rel_error(outs[1], reference(q, k, v, causal, **scales)) < tol
-    assert K.rel_error(outs[1], outs[0]) < 1e-3
