@@ -28,7 +28,8 @@ second HBM read; it is counted as an L2 hit that waits for the fill (its bytes
 count towards L2 utilisation but do not queue at the L2 server: the fill's data
 is forwarded to every waiter as it arrives). Stores
 write to HBM and insert their tile (write-allocate), so a tile written by one
-launch can hit in the next while it fits.
+launch can hit in the next while it fits. A store completes (its CTA may retire)
+one loaded L2 latency after its transfer: the L2's write acknowledgement.
 """
 
 from __future__ import annotations
@@ -396,8 +397,10 @@ class Memory:
             if not rule_hits:
                 touched += more
         ctr[C_HBM_WRITE] += total
-        if total <= 0:
-            self._store_done((items, callback, arg), self.env._now)
+        if total <= 0:  # nothing written: nothing to acknowledge
+            for key, nb in items:
+                self.l2.insert(key, nb)
+            callback(arg, self.env._now)
         else:
             self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg))
         return touched
@@ -407,4 +410,10 @@ class Memory:
         l2 = self.l2
         for key, nb in items:
             l2.insert(key, nb)
-        callback(arg, now)
+        # The write is acknowledged an L2 latency after its data has gone: until then
+        # the storing warps cannot retire (Nsight Compute's "drain" stall).
+        ev = Event(self.env)
+        ev._ok = True
+        ev._value = None
+        ev.callbacks.append(lambda _ev: callback(arg, self.env._now))
+        self.env.schedule(ev, NORMAL, interpolate(self.l2_curve, self.l2srv.busy_at(now)))

@@ -81,21 +81,23 @@ def test_concurrent_transfers_share_bandwidth(kit, gpu):
 
 
 def test_store_drains_before_the_cta_ends(kit, gpu):
+    # 5000 B at 50 B/cycle, then the L2's acknowledgement: its idle latency, 100
     p = simulate(kit.trace((ONE, [("main", [Store("C", (0,), 5_000)])])), gpu)
-    assert cycles(p) == pytest.approx(100, rel=1e-12)  # 5000 B at 50 B/cycle
+    assert cycles(p) == pytest.approx(100 + 100, rel=1e-12)
     assert p.hbm_write_bytes == 5_000
-    assert p.utilisation["hbm"] == pytest.approx(1.0)
+    assert p.utilisation["hbm"] == pytest.approx(0.5)
 
 
 def test_stored_tile_hits_in_the_next_launch(kit, gpu):
-    # Launch 0 writes the tile (100... 200 cycles at 50 B/cycle); launch 1 reads it
-    # from L2: 10 cycles at 1000 B/cycle + latency 100, but smem takes 100..200.
+    # Launch 0 writes the tile (200 cycles at 50 B/cycle, acknowledged 100 later);
+    # launch 1 reads it from L2: 10 cycles at 1000 B/cycle + latency 100, but smem
+    # takes 100..200.
     store = (ONE, [("main", [Store("A", (0,), 10_000)])])
     load = (ONE, [("main", [Load("a", "A", (0,), 10_000), mma(deps=("a",))])])
     p = simulate(kit.trace(store, load), gpu)
     assert p.hbm_read_bytes == 0
     assert p.l2_hit_rate == 1.0
-    assert cycles(p) == pytest.approx(200 + 200 + MMA, rel=1e-12)
+    assert cycles(p) == pytest.approx(200 + 100 + 200 + MMA, rel=1e-12)
     assert [lp.name for lp in p.launches] == ["L0", "L1"]
     assert p.launches[1].hbm_read_bytes == 0
 
@@ -119,6 +121,22 @@ def test_vector_runs_sfu_then_fp32_work(kit, gpu):
     p = simulate(kit.trace((ONE, [("main", [Vector(exp=1000, fp32=5000)])])), gpu)
     assert cycles(p) == pytest.approx(150, rel=1e-12)  # 1000/10 + 5000/100
     assert p.exp_count == 1000 and p.fp32_ops == 5000
+
+
+def test_vector_smem_bytes_follow_its_arithmetic_on_the_shared_memory_pipe(kit, gpu):
+    # 5000 FP32 ops at 100/cycle, then 2000 B at 100 B/cycle; the second op's
+    # conversion waits for the pipe (free at 70), not for its own arithmetic (ends 60)
+    ops = [Vector(fp32=5000, smem=2000), Vector(fp32=1000, smem=1000)]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(50 + 20 + 10 + 10, rel=1e-12)
+    assert p.utilisation["smem"] == pytest.approx(30 / 90 / 2, rel=1e-9)  # one SM of two
+
+
+def test_vector_smem_is_shared_by_the_ctas_of_an_sm(kit, gpu):
+    # two CTAs on the same SM (smem 50 KB: up to 4 per SM; 2 SMs, 4 CTAs): each SM
+    # converts 2 x 1000 B back to back
+    p = simulate(kit.trace(((("x", 4),), [("main", [Vector(smem=1000)])], 50_000)), gpu)
+    assert cycles(p) == pytest.approx(20, rel=1e-12)
 
 
 @pytest.mark.parametrize("async_,expected", [(True, MMA), (False, MMA + 1000)])
@@ -180,7 +198,7 @@ def test_zero_trip_loop_defines_nothing_to_wait_for(kit, gpu):
 def test_store_waits_for_its_deps(kit, gpu):
     ops = [mma(id="m", async_=True), Store("C", (0,), 5_000, deps=("m",))]
     p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
-    assert cycles(p) == pytest.approx(MMA + 100, rel=1e-12)
+    assert cycles(p) == pytest.approx(MMA + 100 + 100, rel=1e-12)  # + the acknowledgement
 
 
 @pytest.mark.parametrize("ctas,waves", [(2, 1), (3, 2), (4, 2), (5, 3)])
