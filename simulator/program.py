@@ -166,6 +166,7 @@ class Node:
     # Vector
     exp: CExpr | None = None
     fp32: CExpr | None = None
+    smem: CExpr | None = None  # bytes through shared memory (layout conversions)
     # Loop
     trips: CExpr | None = None
     body: tuple = ()
@@ -510,6 +511,7 @@ class _Ctx:
                 async_=op.async_,
                 exp=self.size(op.exp),
                 fp32=self.size(op.fp32),
+                smem=self.size(op.smem),
             )
         if isinstance(op, Wait):
             return Node(OP_WAIT, depth, deps=self.deps(op.deps, depth))

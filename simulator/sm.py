@@ -9,11 +9,14 @@ both, and on the H200 the flash softmax step on a register tile ran at the sum
 of the two times, with latency hidden (`tilesim calibrate`'s vector step: 1.00x
 the sum at 8 warps per scheduler, 1.47x the larger). A role with too few warps
 per scheduler takes longer still (:func:`vector_slowdown`), without holding the
-pipe from other CTAs. A pipe serves in arrival order with a known service
-time, so it needs no queue: a request at time t starts at ``max(t, free)`` and
-the pipe is free again at the end of it. Requests at the same instant are
-served in the order SimPy runs the processes, which is the order they were
-scheduled: deterministic.
+pipe from other CTAs. A Vector op's ``smem`` bytes (a register tile converted to
+another layout through shared memory, as the compiler does for tiles stored with
+plain stores or read in a layout the MMA cannot use) go through the SM's
+shared-memory pipe after its arithmetic, in the role's chain. A pipe serves in
+arrival order with a known service time, so it needs no queue: a request at
+time t starts at ``max(t, free)`` and the pipe is free again at the end of it.
+Requests at the same instant are served in the order SimPy runs the processes,
+which is the order they were scheduled: deterministic.
 
 A role of a CTA is one SimPy process walking its compiled ops (see
 ``traces/ir.py`` for the semantics). Loops run in *steps*: one iteration each
@@ -34,6 +37,7 @@ from .memory import (
     C_FP32,
     C_FP32_PIPE,
     C_SFU,
+    C_SMEM,
     C_TENSOR,
 )
 from .program import OP_ARRIVE, OP_LOAD, OP_LOOP, OP_MMA, OP_STORE, OP_WAIT
@@ -331,6 +335,23 @@ class Executor:
                                 floor = now + (sfu_busy + fp32_busy) * slow
                                 if floor > end:
                                     end = floor
+                        ce = node.smem
+                        if ce.fn is not None or ce.const:
+                            # layout conversions: the tile goes through shared memory
+                            # after the arithmetic that produced it (module docstring)
+                            nb = (
+                                ce.const * cnt
+                                if ce.fn is None
+                                else ce.fn(G, L)
+                                if cnt == 1
+                                else _sum(ce, G, L, d, a, cnt)
+                            ) * mult
+                            busy = nb * self.mem.smem_cost
+                            start = sm.smem_free if sm.smem_free > end else end
+                            end = sm.smem_free = start + busy
+                            ctr[C_SMEM] += busy
+                            if log is not None and busy:
+                                log.append((P_SMEM, start, end, cta.label))
                     if node.async_:
                         if node.id is not None:
                             key = (st.role, node.id, ptup)

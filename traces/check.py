@@ -211,6 +211,7 @@ def _check_ops(ops, where: str, known: frozenset, tensors: dict, own: set, other
         elif isinstance(op, Vector):
             _expression(op.exp, f"{at}.exp", known)
             _expression(op.fp32, f"{at}.fp32", known)
+            _expression(op.smem, f"{at}.smem", known)
             _bool(op.async_, f"{at}.async")
         elif isinstance(op, Loop):
             _identifier(op.var, f"{at}.var")

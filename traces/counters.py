@@ -294,7 +294,8 @@ def _size_names(ops: tuple[Op, ...], out: set[str]) -> None:
             for e in (op.m, op.n, op.k):
                 out |= _expr.free_names(e)
         elif isinstance(op, Vector):
-            out |= _expr.free_names(op.exp) | _expr.free_names(op.fp32)
+            for e in (op.exp, op.fp32, op.smem):
+                out |= _expr.free_names(e)
         elif isinstance(op, Loop):
             out |= _expr.free_names(op.trips)
             _size_names(op.body, out)

@@ -89,5 +89,10 @@ def _evaluated(op: Op, env: dict):
             op, m=evaluate(op.m, env), n=evaluate(op.n, env), k=evaluate(op.k, env)
         )
     if isinstance(op, Vector):
-        return dataclasses.replace(op, exp=evaluate(op.exp, env), fp32=evaluate(op.fp32, env))
+        return dataclasses.replace(
+            op,
+            exp=evaluate(op.exp, env),
+            fp32=evaluate(op.fp32, env),
+            smem=evaluate(op.smem, env),
+        )
     return op

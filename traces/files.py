@@ -89,6 +89,7 @@ _OPS: dict[str, tuple[type, dict[str, tuple[str, bool]]]] = {
         {
             "exp": ("exp", False),
             "fp32": ("fp32", False),
+            "smem": ("smem", False),
             "deps": ("deps", False),
             "id": ("id", False),
             "async": ("async_", False),

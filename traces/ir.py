@@ -105,13 +105,16 @@ class Mma:
 
 @dataclass(frozen=True)
 class Vector:
-    """Element-wise work of a CTA: ``exp`` exponentials on the SFU, ``fp32`` other FP32 ops."""
+    """Element-wise work of a CTA: ``exp`` exponentials on the SFU, ``fp32`` other FP32 ops,
+    and ``smem`` bytes the op moves through shared memory to change a tile's register
+    layout (a tile converted once counts its bytes twice: written, then read back)."""
 
     exp: Expr = 0
     fp32: Expr = 0
     deps: tuple[str, ...] = ()
     id: str | None = None
     async_: bool = False
+    smem: Expr = 0
 
 
 @dataclass(frozen=True)

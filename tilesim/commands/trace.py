@@ -338,7 +338,8 @@ def _op_text(op: Op) -> str:
         return f"mma{name}{sync} {op.dtype}: m={op.m} n={op.n} k={op.k}{deps}"
     if isinstance(op, Vector):
         name = f" {op.id}" if op.id else ""
-        return f"vector{name}: exp={op.exp} fp32={op.fp32}{deps}"
+        smem = f" smem={op.smem}" if op.smem else ""
+        return f"vector{name}: exp={op.exp} fp32={op.fp32}{smem}{deps}"
     if isinstance(op, Wait):
         return f"wait {', '.join(op.deps)}"
     if isinstance(op, Arrive):
