@@ -39,6 +39,7 @@ from .tiles import (
     regs_estimate,
     row_stat,
     rows,
+    through_smem,
     times,
 )
 from .workload import KernelConfig, Workload
@@ -87,20 +88,28 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     inner = (
         Load("q", "Q", tile_i, f"{r}*d*e"),
         Load("o", "Acc", tile_i, f"{r}*d*{FP32_BYTES}"),
-        Load("l", "L", tile_i, f"{r}*{FP32_BYTES}"),
-        Load("mx", "M", tile_i, f"{r}*{FP32_BYTES}"),
         # -- S_ij = Q_i K_j^T --------------------------------------------------
         Mma(r, n, "d", dtype, deps=("q", "kj")),
-        # -- m~, P~ = exp(S - m~), l~; m_new, l_new ------------------------------
-        Vector(
-            exp=f"{r}*{n}",
-            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE} + {r}*{V1_FP32_PER_ROW_STEP}{mask}",
-            deps=("l", "mx"),
-        ),
-        # -- P~_ij V_j ------------------------------------------------------------
+        # -- m~, P~ = exp(S - m~), l~ ---------------------------------------------
+        Vector(exp=f"{r}*{n}", fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}{mask}"),
+        # l_i and m_i: the kernel loads them with Q_i and Acc_i, but the H200 build
+        # (Triton 3.6, sm_90a) issues these two row loads only here, after the
+        # exponentials of P~ and before P~ V_j: their latency is not hidden by the
+        # first one's (SASS of the 64x64, d = 128 kernel)
+        Load("l", "L", tile_i, f"{r}*{FP32_BYTES}"),
+        Load("mx", "M", tile_i, f"{r}*{FP32_BYTES}"),
+        # -- P~_ij V_j; m_new, l_new ---------------------------------------------
         Mma(r, "d", n, dtype, deps=("vj",)),
+        Vector(fp32=times(r, V1_FP32_PER_ROW_STEP), deps=("l", "mx")),
         # -- O_i = diag(l_new)^-1 (diag(l_i) e^(m_i - m_new) O_i + e^(m~ - m_new) P~ V_j)
-        Vector(fp32=f"{r}*d*{V1_FP32_PER_O_STEP}", deps=("o",)),
+        # Acc_i came in by plain loads: it reaches the accumulator layout through shared
+        # memory (the load wrote it there; reading it back is this op's), and the new
+        # O_i goes to the store's layout the same way (tiles.through_smem)
+        Vector(
+            fp32=f"{r}*d*{V1_FP32_PER_O_STEP}",
+            smem=f"{r}*d*{FP32_BYTES} + {through_smem(f'{r}*d*{FP32_BYTES}')}",
+            deps=("o",),
+        ),
         Store("Acc", tile_i, f"{r}*d*{FP32_BYTES}"),
         Store("L", tile_i, f"{r}*{FP32_BYTES}"),
         Store("M", tile_i, f"{r}*{FP32_BYTES}"),

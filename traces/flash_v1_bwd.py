@@ -53,6 +53,7 @@ from .tiles import (
     regs_estimate,
     row_stat,
     rows,
+    through_smem,
     times,
 )
 from .workload import KernelConfig, Workload
@@ -74,23 +75,37 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         Load("o", "O", tile_i, f"{r}*d*e_o"),
         Load("do", "dO", tile_i, f"{r}*d*e"),
         Load("dq", "dQacc", tile_i, f"{r}*d*{FP32_BYTES}"),
-        Load("l", "L", tile_i, f"{r}*{FP32_BYTES}"),
-        Load("mx", "M", tile_i, f"{r}*{FP32_BYTES}"),
         # -- S_ij = Q_i K_j^T; P_ij = exp(S*scale - m_i) / l_i ------------------------
         Mma(r, n, "d", dtype, deps=("q", "kj"), id="s"),
+        # l_i, m_i: the H200 build issues these row loads only after S's wgmmas, right
+        # before the exponentials that need them (SASS, Triton 3.6): exposed latency
+        Load("l", "L", tile_i, f"{r}*{FP32_BYTES}"),
+        Load("mx", "M", tile_i, f"{r}*{FP32_BYTES}"),
         Vector(
             exp=f"{r}*{n}",
             fp32=f"{r}*{n}*{V1_BWD_FP32_PER_SCORE_P} + {times(r, V1_BWD_FP32_PER_ROW_STEP)}{mask}",
+            smem=f"{r}*{n}*e",  # P^T into shared memory: dV's A operand
             deps=("l", "mx"),
         ),
         # -- dV_j += P^T dO_i --------------------------------------------------------------
         Mma(n, "d", r, dtype, deps=("do",), id="dv"),
         # -- dP = dO_i V_j^T; D_i = rowsum(dO_i * O_i); dS = P * (dP - D_i) --------------------
         Mma(r, n, "d", dtype, deps=("vj",), id="dp"),
-        Vector(fp32=f"{r}*d*{BWD_FP32_PER_D_ELEM} + {r}*{n}*{BWD_FP32_PER_SCORE_DS}", deps=("o",)),
+        # dS to dQ's A operand through shared memory, and dS^T into it for dK
+        Vector(
+            fp32=f"{r}*d*{BWD_FP32_PER_D_ELEM} + {r}*{n}*{BWD_FP32_PER_SCORE_DS}",
+            smem=f"{through_smem(f'{r}*{n}*e')} + {r}*{n}*e",
+            deps=("o",),
+        ),
         # -- dQ_i += scale * dS K_j, written back to HBM -----------------------------------
         Mma(r, "d", n, dtype, id="dqk"),
-        Vector(fp32=f"{r}*d*{V1_BWD_FP32_PER_DQ_STEP}", deps=("dq",)),
+        # dQacc_i came in by plain loads (the load wrote it to shared memory, this reads
+        # it back into the accumulator layout) and goes out through it (tiles.through_smem)
+        Vector(
+            fp32=f"{r}*d*{V1_BWD_FP32_PER_DQ_STEP}",
+            smem=f"{r}*d*{FP32_BYTES} + {through_smem(f'{r}*d*{FP32_BYTES}')}",
+            deps=("dq",),
+        ),
         Store("dQacc", tile_i, f"{r}*d*{FP32_BYTES}"),
         Store("dQ", tile_i, f"{r}*d*e*{is_last}"),
         # -- dK_j += dS^T Q_i ----------------------------------------------------------------
@@ -139,6 +154,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         row_stat("L", w),
         row_stat("M", w),
     ]
+
     return Trace(
         algo="v1",
         tensors=tuple(tensors),

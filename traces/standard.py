@@ -39,6 +39,7 @@ from .tiles import (
     qkvo_tensors,
     regs_estimate,
     rows,
+    through_smem,
     times,
 )
 from .workload import KernelConfig, Workload
@@ -149,7 +150,10 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                         Load("q", "Q", ("bh", "m"), f"{row_q}*d*e"),
                         Load("k", "K", ("bh", "n"), f"{col_n}*d*e"),
                         Mma(row_q, col_n, "d", dtype, deps=("q", "k")),
-                        Vector(fp32=times(f"{row_q}*{col_n}", STANDARD_FP32_PER_SCORE_SCALE)),
+                        Vector(
+                            fp32=times(f"{row_q}*{col_n}", STANDARD_FP32_PER_SCORE_SCALE),
+                            smem=through_smem(f"{row_q}*{col_n}*e"),  # to the store layout
+                        ),
                         Store("S", ("bh", "m", "n"), f"{row_q}*{col_n}*e"),
                     ),
                     c.num_warps,
@@ -218,6 +222,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                             ),
                             prefetch=c.num_stages - 1,
                         ),
+                        Vector(smem=through_smem(f"{row_q}*d*e_o")),  # to the store layout
                         Store("O", ("bh", "m"), f"{row_q}*d*e_o"),
                     ),
                     c.num_warps,

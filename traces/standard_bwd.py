@@ -43,6 +43,7 @@ from .tiles import (
     params,
     regs_estimate,
     rows,
+    through_smem,
     times,
 )
 from .workload import KernelConfig, Workload
@@ -64,7 +65,13 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         loads = tuple(Load(i, t, tile, nb) for i, t, tile, nb in operands)
         body = (*loads, Mma(out_rows, "d", k, dtype, deps=tuple(op.id for op in loads)))
         scale = out in ("dQ", "dK")
-        tail = (Vector(fp32=times(f"{out_rows}*d", BWD_FP32_PER_GRAD_SCALE)),) if scale else ()
+        # the accumulator goes to the store's layout through shared memory
+        tail = (
+            Vector(
+                fp32=times(f"{out_rows}*d", BWD_FP32_PER_GRAD_SCALE) if scale else 0,
+                smem=through_smem(f"{out_rows}*d*e"),
+            ),
+        )
         out_tile = ("bh", grid[0][0])
         # dV, dK: block_n x d outputs, the d-wide operand (dO_i, Q_i) block_m rows;
         # dQ: a block_m x d output, the d-wide operand K_j block_n rows
@@ -120,6 +127,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                         Load("do", "dO", ("bh", "m"), f"{row_m}*d*e"),
                         Load("v", "V", ("bh", "n"), f"{col_n}*d*e"),
                         Mma(row_m, col_n, "d", dtype, deps=("do", "v")),
+                        Vector(smem=through_smem(f"{row_m}*{col_n}*e")),  # to the store layout
                         Store("dP", ("bh", "m", "n"), f"{row_m}*{col_n}*e"),
                     ),
                     c.num_warps,

@@ -35,6 +35,9 @@ KNOWN = {
     "preset's timing (tensor launches at 0.907x the clock, 350-cycle CTA turnaround) its "
     "extrapolated waves count 2.3% fewer K/V misses than detailed fidelity, which matches "
     "the counters (v2's d=64 dK/dV showed the same kind of +6% at one step of this session)",
+    ("v2", 4096, 64, "bwd_dq", "read"): "fast fidelity only: with stores acknowledged an L2 "
+    "latency after their transfer, the dQ pass's extrapolated waves count 9.4% fewer K/V "
+    "misses than detailed fidelity, which matches the counters exactly",
     ("v1", 1024, 128, "flash_v1_bwd", "write"): "v1 backward writes 6% (81 MB) more than "
     "the trace counts: register spills (ncu: its dK/dV accumulators round-trip through "
     "local memory every inner step, 2.1 GB of spill stores, 90% past L1; some reach DRAM)",
