@@ -93,14 +93,19 @@ def kernel_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
     v3 at d <= 128 runs the Gluon kernel (kernels/flash_v3_gluon.py): a TMA producer
     warp and two consumer warpgroups, warp-specialised, without ping-pong and with 3
     stages, which measured 0-3% faster on the H200 than ping-pong with 2 stages (and
-    ping-pong slower at fp8; kernels/TUNING.md). At d = 256 (which the Gluon kernel
-    does not take) v3 is the plain Triton kernel: one warpgroup pair with TMA loads,
-    wgmma and 2 stages. Validation predicts exactly this config.
+    ping-pong slower at fp8; kernels/TUNING.md). FP8 without the causal mask runs it
+    persistent (one CTA per SM looping over the Q tiles, the next tile's Q and K/V
+    loaded while this one ends): 847 / 877 / 918 TFLOPS at N = 4k / 8k / 16k against
+    797 / 852 / 893 (H200, d = 128); fp16 gained nothing from it and causal lost. At
+    d = 256 (which the Gluon kernel does not take) v3 is the plain Triton kernel: one
+    warpgroup pair with TMA loads, wgmma and 2 stages. Validation predicts exactly this config.
     """
     config = default_config(algo, workload, gpu)
     if algo == "v3":
         if workload.head_dim <= 128:
             config = config.replace(warp_specialize=True, pingpong=False, num_stages=3)
+            if workload.dtype == "fp8" and not workload.causal:
+                config = config.replace(persistent=True)
         else:
             config = config.replace(warp_specialize=False, pingpong=False, num_stages=2)
     return config
