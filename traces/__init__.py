@@ -118,7 +118,7 @@ def _rename_ops(ops: tuple, rename: dict) -> tuple:
                 changes["body"] = _rename_ops(value, rename)
             elif f.name == "tile":
                 changes["tile"] = tuple(_rename_expr(x, rename) for x in value)
-            elif f.name in ("nbytes", "m", "n", "k", "exp", "fp32", "trips"):
+            elif f.name in ("nbytes", "m", "n", "k", "exp", "fp32", "smem", "trips"):
                 changes[f.name] = _rename_expr(value, rename)
         out.append(dataclasses.replace(op, **changes) if changes else op)
     return tuple(out)

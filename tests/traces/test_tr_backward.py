@@ -259,6 +259,19 @@ def test_fwd_bwd_is_the_forward_then_the_backward(algo, h100):
     assert kept in cb.write_bytes_by_tensor and kept in ck.read_bytes_by_tensor
 
 
+def test_fwd_bwd_with_each_pass_default_runs_the_backward_as_built_alone(h100):
+    # v1 at d = 64: the forward's default tiles are 64 x 128, the backward's 64 x 64, so
+    # the backward's expressions are renamed (block_n_bwd, ...): every field of every
+    # op, the shared-memory bytes of a Vector too, must evaluate as in the backward alone
+    w = bwd((1, 2, 1024, 1024, 64), causal=True, pass_="fwd_bwd")
+    both = build("v1", w, h100)
+    back = build("v1", dataclasses.replace(w, pass_="bwd"), h100)
+    assert both.params["block_n"] != back.params["block_n"]
+    i = len(both.launches) - len(back.launches)
+    for cta in (0, 1):
+        assert expand(both, i, cta) == expand(back, 0, cta)
+
+
 def test_backward_defaults_fit_every_gpu(gpus):
     for gpu in gpus.values():
         for algo in BWD_ALGOS:
