@@ -339,14 +339,7 @@ class Executor:
                         if ce.fn is not None or ce.const:
                             # layout conversions: the tile goes through shared memory
                             # after the arithmetic that produced it (module docstring)
-                            nb = (
-                                ce.const * cnt
-                                if ce.fn is None
-                                else ce.fn(G, L)
-                                if cnt == 1
-                                else _sum(ce, G, L, d, a, cnt)
-                            ) * mult
-                            busy = nb * self.mem.smem_cost
+                            busy = _sum(ce, G, L, d, a, cnt) * mult * self.mem.smem_cost
                             start = sm.smem_free if sm.smem_free > end else end
                             end = sm.smem_free = start + busy
                             ctr[C_SMEM] += busy
