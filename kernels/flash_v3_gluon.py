@@ -80,22 +80,19 @@ if AVAILABLE:
     _LN2 = gl.constexpr(LN2)
 
     @gluon.jit
-    def _tile(t, n_m, n_bh, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
-        """Tile ``t`` -> (row block, flat head) and its K/V extent.
+    def _tile(t, n_m, n_bh, CAUSAL: gl.constexpr):
+        """Persistent tile ``t`` -> (row block, flat head).
 
         Head-major (consecutive tiles share one head's K and V in L2). Causal tiles run
-        longest K/V loop first: the non-persistent grid reverses the row blocks of each
-        head; the persistent one takes every head's last row block, then the one
-        before, ... (longest-processing-time order over a static round robin).
+        longest K/V loop first: every head's last row block, then the one before, ...
+        (longest-processing-time order over a static round robin).
         """
-        if CAUSAL and PERSISTENT:
+        if CAUSAL:
             start_m = n_m - 1 - t // n_bh
             off_bh = t % n_bh
         else:
             start_m = t % n_m
             off_bh = t // n_m
-            if CAUSAL:
-                start_m = n_m - 1 - start_m
         return start_m, off_bh
 
     @gluon.jit
@@ -136,7 +133,6 @@ if AVAILABLE:
         STAGES: gl.constexpr,
         CAUSAL: gl.constexpr,
         FP8: gl.constexpr,
-        PERSISTENT: gl.constexpr,
     ):
         """The TMA warp: per tile both Q tiles, then K and V block by block into the ring.
 
@@ -150,13 +146,13 @@ if AVAILABLE:
         c0 = 0
         it = 0
         for t in range(first, n_tiles, step):
-            start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL, PERSISTENT)
+            start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL)
             n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
             q_row0 = off_bh * n_q + start_m * (NUM_WG * WGM)
             for wg in gl.static_range(NUM_WG):
                 qb = (it % Q_BUFS) * NUM_WG + wg
-                if PERSISTENT:  # the consumer's last S of this buffer's previous tile is done
-                    mbarrier.wait(q_empty.index(qb), ((it // Q_BUFS) & 1) ^ 1)
+                # the consumer's last S of this buffer's previous tile is done
+                mbarrier.wait(q_empty.index(qb), ((it // Q_BUFS) & 1) ^ 1)
                 mbarrier.expect(q_bar.index(qb), desc_q.block_type.nbytes)
                 tma.async_copy_global_to_shared(
                     desc_q,
@@ -483,7 +479,6 @@ if AVAILABLE:
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
-        PERSISTENT: gl.constexpr,
     ):
         """One consumer warpgroup of the persistent grid: its tiles in turn."""
         NUM_WG: gl.constexpr = sched.shape[0]
@@ -493,7 +488,7 @@ if AVAILABLE:
         sched_phase = 0
         it = 0
         for t in range(first, n_tiles, step):
-            start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL, PERSISTENT)
+            start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL)
             qb = (it % Q_BUFS) * NUM_WG + WG  # this tile's Q buffer and its phase
             q_phase = (it // Q_BUFS) & 1
             n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
@@ -532,7 +527,7 @@ if AVAILABLE:
                 FP8,
                 PINGPONG,
                 PERMUTE_P,
-                PERSISTENT,
+                True,  # PERSISTENT
             )
             it += 1  # noqa: SIM113 - Gluon loops have no enumerate
 
@@ -557,7 +552,6 @@ if AVAILABLE:
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
-        PERSISTENT: gl.constexpr,
         Q_BUFS: gl.constexpr,
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
@@ -637,7 +631,6 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            PERSISTENT,
                         ),
                     ),
                     (
@@ -674,7 +667,6 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            PERSISTENT,
                         ),
                     ),
                     (
@@ -705,7 +697,6 @@ if AVAILABLE:
                             STAGES,
                             CAUSAL,
                             FP8,
-                            PERSISTENT,
                         ),
                     ),
                 ],
@@ -749,7 +740,6 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            PERSISTENT,
                         ),
                     ),
                     (
@@ -786,7 +776,6 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            PERSISTENT,
                         ),
                     ),
                     (
@@ -823,7 +812,6 @@ if AVAILABLE:
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            PERSISTENT,
                         ),
                     ),
                     (
@@ -854,7 +842,6 @@ if AVAILABLE:
                             STAGES,
                             CAUSAL,
                             FP8,
-                            PERSISTENT,
                         ),
                     ),
                 ],
@@ -1227,7 +1214,6 @@ if AVAILABLE:
                 FP8,
                 PINGPONG,
                 PERMUTE_P,
-                PERSISTENT,
                 Q_BUFS,
                 PRODUCER_REGS,
                 CONSUMER_REGS,
