@@ -20,6 +20,7 @@ LATENCY_FIELDS = (
     "hbm_latency_50_cycles",
     "hbm_latency_75_cycles",
     "hbm_latency_95_cycles",
+    "hbm_tile_extra_cycles",
 )
 # Busy fractions at which the loaded latencies are given.
 LOADED_LATENCY_POINTS = (0.5, 0.75, 0.95)
@@ -97,6 +98,9 @@ class GPU:
     hbm_latency_50_cycles: float
     hbm_latency_75_cycles: float
     hbm_latency_95_cycles: float
+    # A CTA's whole tile from HBM (its plain loads in flight together) arrives this much
+    # later than one load would: it waits for the slowest of its requests. SM cycles.
+    hbm_tile_extra_cycles: float
 
     # -- host side ------------------------------------------------------------
     launch_overhead_s: float  # time from one kernel launch to the next, empty kernel

@@ -36,12 +36,13 @@ FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
 SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
 # Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8), or (the
-# CTA turnaround) "not modelled".
+# CTA turnaround, the tile latency beyond one load's) "not modelled".
 ZERO_ALLOWED = frozenset(
     {
         "tensor_fp16_wgmma_flop_per_clk_per_sm",
         "tensor_fp8_wgmma_flop_per_clk_per_sm",
         "cta_turnaround_cycles",
+        "hbm_tile_extra_cycles",
     }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
@@ -82,6 +83,7 @@ UNITS: dict[str, str] = {
     "hbm_latency_50_cycles": "SM cycles",
     "hbm_latency_75_cycles": "SM cycles",
     "hbm_latency_95_cycles": "SM cycles",
+    "hbm_tile_extra_cycles": "SM cycles",
     "launch_overhead_s": "s",
     "has_tma": "",
     "has_wgmma": "",
@@ -140,6 +142,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hbm_latency_50_cycles",
             "hbm_latency_75_cycles",
             "hbm_latency_95_cycles",
+            "hbm_tile_extra_cycles",
         ),
     ),
     ("host side", ("launch_overhead_s",)),

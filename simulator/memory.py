@@ -18,7 +18,10 @@ interpolated on the GPU's loaded-latency curve (``hbm_latency_cycles`` when idle
 ``hbm_latency_50/75/95_cycles`` at u = 0.5/0.75/0.95; the L2's likewise). The
 curve comes from `tilesim calibrate`: a pointer chase timed while other CTAs
 stream reads. Past its last point the latency stays flat: there the queue a
-request waits in is the bandwidth share this server already charges.
+request waits in is the bandwidth share this server already charges. A tile read
+from HBM waits for the slowest of its many requests: ``hbm_tile_extra_cycles``
+more than the chase's single load (`tilesim calibrate`, step ``tile_latency``:
+one CTA per SM streaming tiles with one in flight, on an idle HBM).
 
 The L2 is an LRU over ``(tensor, tile)`` keys with a byte capacity, cold at the
 start. A miss reads HBM and inserts the tile when the read completes. A miss on
@@ -235,6 +238,7 @@ class Memory:
         self.write_cost = clock / gpu.hbm_write_Bps
         self.l2_cost = clock / gpu.l2_bandwidth_Bps
         self.hbm_latency = float(gpu.hbm_latency_cycles)  # idle
+        self.tile_extra = float(gpu.hbm_tile_extra_cycles)  # a tile's slowest request
         self.l2_latency = float(gpu.l2_hit_latency_cycles)
         self.hbm_curve = gpu.latency_curve("hbm")
         self.l2_curve = gpu.latency_curve("l2")
@@ -337,7 +341,12 @@ class Memory:
 
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
         self._insert_fills(job, now)
-        self._part_done(job, now, interpolate(self.hbm_curve, self.hbm.busy_at(now)))
+        self._part_done(job, now, self._hbm_tile_latency(now))
+
+    def _hbm_tile_latency(self, now: float) -> float:
+        """A tile's latency from HBM: one load's at the HBM's present load, plus what the
+        slowest of the tile's requests adds (``hbm_tile_extra_cycles``)."""
+        return interpolate(self.hbm_curve, self.hbm.busy_at(now)) + self.tile_extra
 
     def _insert_fills(self, job: LoadJob, now: float) -> None:
         l2 = self.l2
@@ -346,7 +355,7 @@ class Memory:
             l2.insert(key, nb)
             for waiter in l2.inflight.pop(key, ()):
                 if latency is None:
-                    latency = interpolate(self.hbm_curve, self.hbm.busy_at(now))
+                    latency = self._hbm_tile_latency(now)
                 self._part_done(waiter, now, latency)
 
     def _l2_done(self, job: LoadJob, now: float) -> None:

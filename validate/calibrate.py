@@ -40,6 +40,10 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
   :func:`loaded_latency_curve`).
 * ``launch_overhead_s`` = an empty kernel timed by ``do_bench``: the floor of any
   one-launch time that validation measures the same way.
+* ``hbm_tile_extra_cycles`` = what a tile from HBM takes beyond one load's latency
+  (the slowest of its requests): 16 CTAs (on an idle HBM) each stream fp16 tiles by
+  plain loads, one in flight; per CTA size, seconds per tile extrapolated to zero bytes
+  from two tile sizes, less the pointer chase (see :func:`tile_extra_latency`).
 * ``cta_turnaround_cycles`` = the median gap, in the SM's own cycles, between a CTA's
   last instruction and the first of the CTA that takes its slot (CTAs of 8 warps that
   spin a fixed number of cycles, several waves; see ``microbench.turnaround_gaps``).
@@ -329,6 +333,18 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             f"{_how(row)}" + (f" (other CTA sizes: {others})" if others else ""),
         )
 
+    extra = tile_extra_latency(rows, m.get("hbm_latency"))
+    if extra:
+        seconds, seen = extra
+        put(
+            "hbm_tile_extra_cycles",
+            _sig(max(0.0, seconds) * clock, 3),
+            f"a fp16 tile streamed from an idle HBM by one CTA, one in flight, took "
+            f"{seconds * 1e9:.0f} ns more than the pointer chase's single load (per CTA size: "
+            f"seconds per tile at zero bytes, from its two tile sizes, less the chase: {seen}; "
+            f"median) x {clock / 1e6:.0f} MHz",
+        )
+
     row = m.get("launch_do_bench")
     if row:
         put(
@@ -446,7 +462,30 @@ STEPS = (
     "vector",
     "launch",
     "turnaround",
+    "tile_latency",
 )
+
+
+def tile_extra_latency(rows: Sequence[dict], chase: dict | None) -> tuple[float, str] | None:
+    """(seconds, description) a tile from HBM takes beyond one load's latency: for each
+    CTA size, the line through its two tile sizes' seconds per tile, at zero bytes (the
+    bytes' own time out; what is left also holds the few instructions that add the tile
+    in), less the pointer chase's seconds per hop; the median over CTA sizes."""
+    if not chase:
+        return None
+    by_warps: dict[int, list] = {}
+    for r in rows:
+        if r["name"].startswith("hbm_tile_"):
+            by_warps.setdefault(int(r["warps"]), []).append((r["tile_bytes"], r["value"]))
+    fits = {}
+    for w, points in sorted(by_warps.items()):
+        (b0, t0), (b1, t1) = sorted(points)[0], sorted(points)[-1]
+        if b1 > b0:
+            fits[w] = t0 - (t1 - t0) * b0 / (b1 - b0) - chase["value"]
+    if not fits:
+        return None
+    seen = ", ".join(f"{w} warps {s * 1e9:.0f} ns" for w, s in fits.items())
+    return median(list(fits.values())), seen
 
 
 def check_steps(only: Sequence[str] | None) -> tuple[str, ...]:
@@ -496,6 +535,7 @@ def run_calibration(
             ("vector", "vector work vs warps per scheduler", bench.vector_latency),
             ("launch", "launch overhead", bench.launch),
             ("turnaround", "CTA turnaround on an SM slot", bench.turnaround),
+            ("tile_latency", "HBM tile latency, one CTA per SM", bench.tile_latency),
         )
         for key, title, step in steps:
             if key not in chosen:

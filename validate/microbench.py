@@ -19,6 +19,7 @@ against torch before it is timed.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -156,6 +157,21 @@ def _softmax_tile_loop(x_ptr, out_ptr, iters, scale, ROWS: tl.constexpr, COLS: t
         m = m_new
         x = p
     tl.store(out_ptr + pid * ROWS + r, l_run + m)
+
+
+@triton.jit
+def _stream_tiles(src, out, n_tiles, ROWS: tl.constexpr, COLS: tl.constexpr):
+    # one CTA streams its own tiles (never reused: nothing hits in L2), one in flight:
+    # tile t + 1's loads issue only after tile t arrived and was added in (the plain-load
+    # loop of v1 and of the standard GEMMs, num_stages = 1)
+    pid = tl.program_id(0)
+    r = tl.arange(0, ROWS)
+    c = tl.arange(0, COLS)
+    base = src + pid.to(tl.int64) * n_tiles * ROWS * COLS
+    acc = tl.zeros([ROWS, COLS], dtype=tl.float32)
+    for t in range(n_tiles):
+        acc += tl.load(base + t * ROWS * COLS + r[:, None] * COLS + c[None, :]).to(tl.float32)
+    tl.store(out + pid * ROWS + r, tl.sum(acc, 1))
 
 
 @triton.jit
@@ -741,6 +757,44 @@ class Bench:
                     ctas_per_sm=per_sm,
                 )
             )
+
+    def tile_latency(self, ctas: int = 16, warps=(4, 8), tiles=((64, 128), (128, 128))) -> None:
+        """Seconds per fp16 tile when each of ``ctas`` CTAs (on as many SMs: the HBM
+        stays nearly idle) streams its own tiles with one in flight (``_stream_tiles``);
+        two tile sizes per CTA size, so that calibrate can take the bytes' share out."""
+        n_tiles = 256 if self.quick else 1024
+        for w in warps:
+            for rows, cols in tiles:
+                src = torch.randn(ctas * n_tiles * rows * cols, device="cuda").half()
+                out = torch.empty(ctas * rows, device="cuda")
+                run = functools.partial(
+                    _stream_tiles[(ctas,)],
+                    src,
+                    out,
+                    n_tiles,
+                    ROWS=rows,
+                    COLS=cols,
+                    num_warps=w,
+                    num_stages=1,
+                )
+                run()
+                want = src.view(ctas, n_tiles, rows, cols).float().sum((1, 3)).flatten()
+                _check_rel(out, want, f"stream_tiles {rows}x{cols}", tol=1e-4)
+                t, s, clock = self.timed(run, min_time_s=0.05, max_calls=64)
+                nbytes = rows * cols * 2
+                self.add(
+                    measurement(
+                        f"hbm_tile_{w}w_{nbytes // 1024}k",
+                        t / n_tiles,
+                        "s",
+                        f"{ctas} CTAs of {w} warps each streaming {n_tiles} fp16 {rows}x{cols} "
+                        "tiles from HBM by plain loads, one in flight",
+                        [x / n_tiles for x in s],
+                        clock_MHz=clock,
+                        warps=w,
+                        tile_bytes=nbytes,
+                    )
+                )
 
     def launch(self) -> None:
         x = torch.empty(1, device="cuda")

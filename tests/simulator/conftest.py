@@ -49,6 +49,7 @@ TOY = dict(
     hbm_latency_50_cycles=500.0,
     hbm_latency_75_cycles=500.0,
     hbm_latency_95_cycles=500.0,
+    hbm_tile_extra_cycles=0.0,
     launch_overhead_s=0.0,
     has_tma=True,
     has_wgmma=True,

@@ -37,6 +37,18 @@ def test_one_mma_takes_its_service_time(kit, gpu):
     assert p.bound == "tensor"
 
 
+def test_a_tile_from_hbm_waits_for_its_slowest_request(kit):
+    # 10000 B: 100 cycles of transfer, latency 500, plus the tile's extra 300; an L2 hit
+    # (the second load of the same tile) pays no extra: 10 cycles + 100
+    gpu = kit.gpu(hbm_tile_extra_cycles=300.0)
+    ops = [Load("a", "A", (0,), 10_000), mma(deps=("a",))]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    assert cycles(p) == pytest.approx(100 + 500 + 300 + MMA, rel=1e-12)
+    ops = [Load("a", "A", (0,), 10_000), Wait(("a",)), Load("b", "A", (0,), 10_000)]
+    p = simulate(kit.trace((ONE, [("main", ops + [mma(deps=("b",))])])), gpu)
+    assert cycles(p) == pytest.approx(900 + 100 + 100 + MMA, rel=1e-12)  # smem 100..200 after
+
+
 def test_load_miss_then_mma(kit, gpu):
     # 10000 B at 100 B/cycle = 100, + latency 500; smem writes 500..600: ready at 600
     ops = [Load("a", "A", (0,), 10_000), mma(deps=("a",))]

@@ -231,6 +231,27 @@ def test_loaded_latency_curve_stops_before_saturation():
     assert gpu.l2_hit_latency_50_cycles == base.l2_hit_latency_50_cycles
 
 
+def _tile(w, nbytes, seconds):
+    return measurement(
+        f"hbm_tile_{w}w_{nbytes // 1024}k", seconds, "s", "tiles", warps=w, tile_bytes=nbytes
+    )
+
+
+def test_tile_extra_latency_is_the_zero_byte_intercept_less_the_chase():
+    # 8 warps: 16 KB 800 ns, 32 KB 850 ns -> 750 ns at zero bytes; 4 warps: 870 / 930
+    # -> 810 ns; the chase (``hbm_latency`` in _rows) is 400 ns: 350 and 410, median 380
+    tiles = [_tile(8, 16384, 800e-9), _tile(8, 32768, 850e-9)]
+    tiles += [_tile(4, 16384, 870e-9), _tile(4, 32768, 930e-9)]
+    base = load_gpu("h200")
+    gpu, fields, _ = calibrate.derive_preset(_rows() + tiles, base, "d")
+    assert gpu.hbm_tile_extra_cycles == pytest.approx(380e-9 * 1.75e9, rel=2e-3)
+    assert "4 warps 410 ns" in gpu.sources["hbm_tile_extra_cycles"]
+    # without the tile rows (or without the chase) the datasheet's 0 stays
+    assert calibrate.derive_preset(_rows(), base, "d")[0].hbm_tile_extra_cycles == 0.0
+    no_chase = [r for r in _rows() if r["name"] != "hbm_latency"] + tiles
+    assert calibrate.derive_preset(no_chase, base, "d")[0].hbm_tile_extra_cycles == 0.0
+
+
 def test_loaded_latency_needs_the_idle_point():
     rows = _loaded("l2", [(5e12, 3.5e-7), (9e12, 3.6e-7)])  # no 0-stream chase: no curve
     assert calibrate.loaded_latency_curve(rows) == []
