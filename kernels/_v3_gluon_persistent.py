@@ -157,6 +157,11 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
+        desc_o,
+        o_smem,
+        TMA_O: gl.constexpr,
+        TREE: gl.constexpr,
+        WAIT0: gl.constexpr,
     ):
         """One consumer warpgroup of the persistent grid: its tiles in turn."""
         NUM_WG: gl.constexpr = sched.shape[0]
@@ -206,8 +211,15 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                 PINGPONG,
                 PERMUTE_P,
                 True,  # PERSISTENT
+                desc_o,
+                o_smem,
+                TMA_O,
+                TREE,
+                WAIT0,
             )
             it += 1  # noqa: SIM113 - Gluon loops have no enumerate
+        if TMA_O:  # the last O store reads o_smem: finish it before the CTA exits
+            tma.store_wait(0)
 
     @gluon.jit
     def _fwd_persistent(
@@ -234,6 +246,10 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
         NUM_WG: gl.constexpr,
+        desc_o,
+        TMA_O: gl.constexpr,
+        TREE: gl.constexpr,
+        WAIT0: gl.constexpr,
     ):
         """Grid (CTAs,): CTA i takes tiles i, i + CTAs, ... (``_tile``)."""
         WGM: gl.constexpr = desc_q.block_type.shape[0]
@@ -255,6 +271,12 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
+        if TMA_O:  # O of each consumer warpgroup on its way to the TMA store
+            o_smem = gl.allocate_shared_memory(
+                desc_o.dtype, [NUM_WG] + desc_o.block_type.shape, desc_o.layout
+            )
+        else:  # unused: any shared-memory value will do for the captures
+            o_smem = q_smem
         for i in gl.static_range(Q_BUFS * NUM_WG):
             mbarrier.init(q_bar.index(i), count=1)
             mbarrier.init(q_empty.index(i), count=1)
@@ -309,6 +331,11 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            desc_o,
+                            o_smem,
+                            TMA_O,
+                            TREE,
+                            WAIT0,
                         ),
                     ),
                     (
@@ -345,6 +372,11 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            desc_o,
+                            o_smem,
+                            TMA_O,
+                            TREE,
+                            WAIT0,
                         ),
                     ),
                     (
@@ -418,6 +450,11 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            desc_o,
+                            o_smem,
+                            TMA_O,
+                            TREE,
+                            WAIT0,
                         ),
                     ),
                     (
@@ -454,6 +491,11 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            desc_o,
+                            o_smem,
+                            TMA_O,
+                            TREE,
+                            WAIT0,
                         ),
                     ),
                     (
@@ -490,6 +532,11 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
+                            desc_o,
+                            o_smem,
+                            TMA_O,
+                            TREE,
+                            WAIT0,
                         ),
                     ),
                     (
