@@ -157,11 +157,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         FP8: gl.constexpr,
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
-        desc_o,
-        o_smem,
-        TMA_O: gl.constexpr,
-        TREE: gl.constexpr,
-        WAIT0: gl.constexpr,
     ):
         """One consumer warpgroup of the persistent grid: its tiles in turn."""
         NUM_WG: gl.constexpr = sched.shape[0]
@@ -211,15 +206,8 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                 PINGPONG,
                 PERMUTE_P,
                 True,  # PERSISTENT
-                desc_o,
-                o_smem,
-                TMA_O,
-                TREE,
-                WAIT0,
             )
             it += 1  # noqa: SIM113 - Gluon loops have no enumerate
-        if TMA_O:  # the last O store reads o_smem: finish it before the CTA exits
-            tma.store_wait(0)
 
     @gluon.jit
     def _fwd_persistent(
@@ -246,10 +234,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
         NUM_WG: gl.constexpr,
-        desc_o,
-        TMA_O: gl.constexpr,
-        TREE: gl.constexpr,
-        WAIT0: gl.constexpr,
     ):
         """Grid (CTAs,): CTA i takes tiles i, i + CTAs, ... (``_tile``)."""
         WGM: gl.constexpr = desc_q.block_type.shape[0]
@@ -271,12 +255,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_layout)
-        if TMA_O:  # O of each consumer warpgroup on its way to the TMA store
-            o_smem = gl.allocate_shared_memory(
-                desc_o.dtype, [NUM_WG] + desc_o.block_type.shape, desc_o.layout
-            )
-        else:  # unused: any shared-memory value will do for the captures
-            o_smem = q_smem
         for i in gl.static_range(Q_BUFS * NUM_WG):
             mbarrier.init(q_bar.index(i), count=1)
             mbarrier.init(q_empty.index(i), count=1)
@@ -331,11 +309,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            desc_o,
-                            o_smem,
-                            TMA_O,
-                            TREE,
-                            WAIT0,
                         ),
                     ),
                     (
@@ -372,11 +345,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            desc_o,
-                            o_smem,
-                            TMA_O,
-                            TREE,
-                            WAIT0,
                         ),
                     ),
                     (
@@ -450,11 +418,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            desc_o,
-                            o_smem,
-                            TMA_O,
-                            TREE,
-                            WAIT0,
                         ),
                     ),
                     (
@@ -491,11 +454,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            desc_o,
-                            o_smem,
-                            TMA_O,
-                            TREE,
-                            WAIT0,
                         ),
                     ),
                     (
@@ -532,11 +490,6 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                             FP8,
                             PINGPONG,
                             PERMUTE_P,
-                            desc_o,
-                            o_smem,
-                            TMA_O,
-                            TREE,
-                            WAIT0,
                         ),
                     ),
                     (

@@ -15,9 +15,8 @@ try:  # Gluon is experimental: its API moved between Triton releases
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
         mbarrier,
-        tma,
+        tma,  # noqa: F401 - checked here, used by the producers
         warpgroup_mma,
         warpgroup_mma_wait,
     )
@@ -33,37 +32,6 @@ if AVAILABLE:
     _LN2 = gl.constexpr(LN2)
 
     @gluon.jit
-    def _pair(x, AXIS: gl.constexpr, IS_MAX: gl.constexpr):
-        """Reduce a size-2 axis held in registers: one instruction per output."""
-        if IS_MAX:
-            return gl.max(x, AXIS)
-        else:
-            return gl.sum(x, AXIS)
-
-    @gluon.jit
-    def _row_tree(x, IS_MAX: gl.constexpr):
-        """Row max / sum of a wgmma accumulator [M, N] as a tree, not Triton's serial chain.
-
-        A thread holds columns 16h + 8g + 2t + i (h, g, i in registers, t = lane % 4):
-        the registers are combined pairwise (depth log2(N / 4) instead of N / 4 - 1),
-        then the 4 lanes by shuffles.
-        """
-        M: gl.constexpr = x.shape[0]
-        H: gl.constexpr = x.shape[1] // 16
-        y = gl.reshape(x, [M, H, 2, 4, 2])  # [row, h, g, t, i]
-        y = _pair(y, 4, IS_MAX)  # i
-        y = _pair(y, 2, IS_MAX)  # g -> [M, H, 4]
-        if H == 8:
-            y = _pair(gl.reshape(y, [M, 4, 2, 4]), 2, IS_MAX)
-        if H >= 4:
-            y = _pair(gl.reshape(y, [M, 2, 2, 4]), 2, IS_MAX)
-        y = _pair(y, 1, IS_MAX)  # the last h pair -> [M, 4]
-        if IS_MAX:
-            return gl.max(y, 1)  # t: across the 4 lanes
-        else:
-            return gl.sum(y, 1)
-
-    @gluon.jit
     def _softmax(
         s,
         m_i,
@@ -77,7 +45,6 @@ if AVAILABLE:
         CAUSAL: gl.constexpr,
         MASK: gl.constexpr,
         hi_full,
-        TREE: gl.constexpr = False,
     ):
         """Online softmax of one S block (exp2 domain): P, the new m and l, and O's factor."""
         if MASK:  # noqa: SIM102 - MASK is a constexpr, start_n a run-time value
@@ -87,17 +54,10 @@ if AVAILABLE:
                 if CAUSAL:
                     keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
                 s = gl.where(keep, s, -float("inf"))
-        if TREE:  # noqa: SIM108 - a constexpr: only one branch is compiled
-            row_max = gl.convert_layout(_row_tree(s, True), m_i.type.layout)
-        else:
-            row_max = gl.max(s, 1)
-        m_new = gl.maximum(m_i, row_max * qk_scale)
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         alpha = gl.exp2(m_i - m_new)
         p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
-        if TREE:  # noqa: SIM108 - a constexpr: only one branch is compiled
-            l_i = l_i * alpha + gl.convert_layout(_row_tree(p, False), m_i.type.layout)
-        else:
-            l_i = l_i * alpha + gl.sum(p, 1)
+        l_i = l_i * alpha + gl.sum(p, 1)
         return p, m_new, l_i, alpha
 
     @gluon.jit
@@ -157,11 +117,6 @@ if AVAILABLE:
         PINGPONG: gl.constexpr,
         PERMUTE_P: gl.constexpr,
         PERSISTENT: gl.constexpr,
-        desc_o=None,
-        o_smem=None,
-        TMA_O: gl.constexpr = False,
-        TREE: gl.constexpr = False,
-        WAIT0: gl.constexpr = False,
     ):
         """One consumer warpgroup on one tile: 64 rows of Q, the K/V loop, the epilogue.
 
@@ -206,7 +161,7 @@ if AVAILABLE:
         s, q, k = warpgroup_mma_wait(0, deps=(s_tok, q, k))
         mbarrier.arrive(k_empty.index(s_idx))
         p, m_i, l_i, alpha = _softmax(
-            s, m_i, l_i, 0, rows, n_kv, qk_scale, s_layout, BLOCK_N, CAUSAL, MASK, hi_full, TREE
+            s, m_i, l_i, 0, rows, n_kv, qk_scale, s_layout, BLOCK_N, CAUSAL, MASK, hi_full
         )
 
         # -- steady state: S(j) and P(j-1) V(j-1) in flight, softmax(j) under P V --
@@ -231,7 +186,7 @@ if AVAILABLE:
             o_tok = warpgroup_mma(p_op, v, acc, is_async=True)
             if PINGPONG:
                 mbarrier.arrive(sched.index((WG + 1) % NUM_WG))
-            s, q, k = warpgroup_mma_wait(0 if WAIT0 else 1, deps=(s_tok, q, k))
+            s, q, k = warpgroup_mma_wait(1, deps=(s_tok, q, k))
             mbarrier.arrive(k_empty.index(s_idx))
             p, m_i, l_i, alpha = _softmax(
                 s,
@@ -246,7 +201,6 @@ if AVAILABLE:
                 CAUSAL,
                 MASK,
                 hi_full,
-                TREE,
             )
             acc, v = warpgroup_mma_wait(0, deps=(o_tok, v))
             mbarrier.arrive(v_empty.index(v_idx))
@@ -271,17 +225,9 @@ if AVAILABLE:
         gl.store(LSE + off_bh.to(gl.int64) * n_q + rows, lse, mask=rows < n_q)
         scale = gl.convert_layout(out_scale / l_i, row_o)
         out = (acc * gl.expand_dims(scale, 1)).to(Out.dtype.element_ty)
-        if TMA_O:  # through shared memory by one TMA store, which runs on into the next tile
-            tma.store_wait(0)  # this warpgroup's previous O has left o_smem
-            o_buf = o_smem.index(WG)
-            o_buf.store(out)
-            fence_async_shared()
-            row0 = off_bh * n_q + start_m * (NUM_WG * WGM) + WG * WGM
-            tma.async_copy_shared_to_global(desc_o, [row0, 0], o_buf)
-        else:
-            rows_o = start_m * (NUM_WG * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_o)
-            cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            offs = (off_bh.to(gl.int64) * n_q + rows_o.to(gl.int64)) * stride_om
-            ptrs = Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0)
-            gl.store(ptrs, out, mask=gl.expand_dims(rows_o < n_q, 1))
+        rows_o = start_m * (NUM_WG * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_o)
+        cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+        offs = (off_bh.to(gl.int64) * n_q + rows_o.to(gl.int64)) * stride_om
+        ptrs = Out + gl.expand_dims(offs, 1) + gl.expand_dims(cols_o, 0)
+        gl.store(ptrs, out, mask=gl.expand_dims(rows_o < n_q, 1))
         return c0 + n_blocks, sched_phase

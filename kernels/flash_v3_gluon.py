@@ -103,16 +103,10 @@ if AVAILABLE:
         PRODUCER_REGS: gl.constexpr,
         CONSUMER_REGS: gl.constexpr,
         NUM_WG: gl.constexpr,
-        desc_o=None,
-        TMA_O: gl.constexpr = False,
-        TREE: gl.constexpr = False,
-        WAIT0: gl.constexpr = False,
     ):
         # two bodies rather than one tile loop run once: the one-tile grid keeps the
         # code it had before the persistent grid (``_fwd_one_tile``)
         if PERSISTENT:
-            if not TMA_O:  # unused: any descriptor will do for the captures
-                desc_o = desc_q
             _fwd_persistent(
                 desc_q,
                 desc_k,
@@ -137,10 +131,6 @@ if AVAILABLE:
                 PRODUCER_REGS,
                 CONSUMER_REGS,
                 NUM_WG,
-                desc_o,
-                TMA_O,
-                TREE,
-                WAIT0,
             )
         else:
             _fwd_one_tile(
@@ -173,20 +163,12 @@ SMEM_LIMIT_BYTES = 232_448  # sm_90: 227 KiB of shared memory per CTA (opt-in)
 
 
 def smem_bytes(
-    head_dim: int,
-    block_n: int,
-    stages: int,
-    elem_bytes: int,
-    groups: int = 2,
-    q_buffers: int = 1,
-    o_bytes: int = 0,
+    head_dim: int, block_n: int, stages: int, elem_bytes: int, groups: int = 2, q_buffers: int = 1
 ) -> int:
     """Shared memory of one CTA: ``q_buffers`` Q tiles per consumer group, ``stages`` K and
-    V slots, barriers, and with ``o_bytes`` (O's element size) each group's O tile for
-    the TMA store."""
+    V slots, barriers."""
     tiles = q_buffers * groups * WG_M * head_dim + 2 * stages * block_n * head_dim
-    o_tiles = groups * WG_M * head_dim * o_bytes
-    return tiles * elem_bytes + o_tiles + 8 * ((2 * q_buffers + 1) * groups + 4 * stages)
+    return tiles * elem_bytes + 8 * ((2 * q_buffers + 1) * groups + 4 * stages)
 
 
 def check_config(
@@ -252,9 +234,6 @@ def launches(
     permute_p=None,
     ctas=None,
     q_buffers=None,
-    o_tma=False,
-    tree=False,
-    wait0=False,
 ):
     """The launches [(name, run)]: for fp8 first the V transpose, then the Gluon kernel.
 
@@ -267,15 +246,7 @@ def launches(
     tiles. ``ctas`` caps the persistent grid (tests run many tiles
     per CTA on small shapes with it). ``q_buffers=2`` (persistent only) double-buffers
     Q so that the next tile's Q loads during this one; ``None``: 2 where shared memory
-    allows (``smem_bytes``), else 1. ``o_tma`` (persistent only) stores O through shared
-    memory by TMA, asynchronously, so the consumers start their next tile sooner; it needs
-    a contiguous ``out`` and whole 128-row tiles (the TMA store does not mask rows); None:
-    on where that holds and shared memory allows it after ``q_buffers``. ``tree``
-    (persistent only) takes the softmax's row max and row sum as trees of pairwise
-    operations instead of Triton's serial chain over a thread's 32 values; None: on with
-    the persistent grid. ``wait0`` (persistent only) waits for P V(j-1) together with
-    S(j). Experiments, off by default: none was faster for fp8 non-causal on the H200
-    (kernels/TUNING.md).
+    allows (``smem_bytes``), else 1.
     """
     if consumer_groups not in (2, 3):
         raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
@@ -316,33 +287,6 @@ def launches(
         q_buffers = 2 if two <= SMEM_LIMIT_BYTES else 1
     if q_buffers not in (1, 2):
         raise TilesimError(f"q_buffers must be 1 or 2, got {q_buffers!r}")
-    o_ok = (
-        config.persistent
-        and out.is_contiguous()
-        and out.data_ptr() % 16 == 0
-        and n_q % (consumer_groups * WG_M) == 0
-        and smem_bytes(
-            d,
-            bn,
-            config.num_stages,
-            q.element_size(),
-            consumer_groups,
-            q_buffers,
-            out.element_size(),
-        )
-        <= SMEM_LIMIT_BYTES
-    )
-    if o_tma is None:
-        o_tma = o_ok
-    elif o_tma and not o_ok:
-        raise TilesimError(
-            "o_tma=True needs the persistent grid, a contiguous out, N a multiple of "
-            f"{consumer_groups * WG_M} and the shared memory for it"
-        )
-    if tree is None:
-        tree = bool(config.persistent)
-    elif tree and not config.persistent:
-        raise TilesimError("tree=True needs the persistent grid (config.persistent)")
     args = (
         desc_q,
         desc_k,
@@ -373,15 +317,11 @@ def launches(
         # needs in practice; 160 with three consumer groups)
         CONSUMER_REGS=CONSUMER_REGS if consumer_groups == 2 else 160,
         NUM_WG=consumer_groups,
-        TMA_O=bool(o_tma),
-        TREE=bool(tree),
-        WAIT0=bool(wait0) and bool(config.persistent),
         num_warps=4,  # the default partition: consumer warpgroup 0
     )
-    desc_o = _descriptor(out.view(-1, d), [WG_M, d]) if o_tma else None
 
     def run():
-        _v3_gluon_fwd[grid](*args, desc_o=desc_o, **meta)
+        _v3_gluon_fwd[grid](*args, **meta)
 
     runs.append(("v3_fwd", run))
     return runs

@@ -58,21 +58,11 @@ VARIANTS = {
     # where shared memory allows (fp8), else single. The merged ring release
     # (merge_empty), the fused V transpose (fuse_vt) and the next-tile S(0) prefetch
     # (prefetch) measured slower and were removed (TUNING.md; code and probe variants
-    # at 919fefa).
+    # at 919fefa). Seventh session: O by TMA store (o_tma), row max/sum as trees (tree) and
+    # P V waited with S (wait0) were not faster and were removed too (TUNING.md; at def45b2).
     "persist_qauto_s3": (WS3.replace(persistent=True), dict()),
     "persist_q1_s3": (WS3.replace(persistent=True), dict(q_buffers=1)),
     "new_np_s3": (WS3, dict()),
-    # 2026-11-30 seventh session: O by TMA store (o_tma), row max/sum as trees (tree);
-    # "persist_off_s3" is the persistent kernel as before both
-    "persist_off_s3": (WS3.replace(persistent=True), dict(o_tma=False, tree=False)),
-    "persist_tree_s3": (WS3.replace(persistent=True), dict(o_tma=False, tree=True)),
-    "persist_tma_s3": (WS3.replace(persistent=True), dict(o_tma=True, tree=False)),
-    "persist_tma_tree_s3": (WS3.replace(persistent=True), dict(o_tma=True, tree=True)),
-    "persist_wait0_s3": (WS3.replace(persistent=True), dict(o_tma=False, tree=False, wait0=True)),
-    "persist_tma_tree_s4": (
-        WS3.replace(persistent=True, num_stages=4),
-        dict(o_tma=True, tree=True),
-    ),
     # "module": the same kernel config run by an uncommitted older copy of the kernel
     # (e.g. ``git show REV:kernels/flash_v3_gluon.py > kernels/_v3_gluon_base.py``), for
     # same-call comparisons

@@ -60,19 +60,6 @@ def test_dispatch_refuses_what_the_gluon_kernel_cannot_run():
     assert flash_v3_gluon.check_config(WS.replace(persistent=True), 128) is None
 
 
-def test_shared_memory_of_the_o_tile_for_the_tma_store():
-    """O's TMA store stages each consumer group's 64 x d tile in shared memory: it fits
-    beside fp8's double-buffered Q and 3 stages (what ``launches`` turns it on for), not
-    beside fp16's single Q and 3 stages at d = 128."""
-    from tilesim.kernels import flash_v3_gluon as g
-
-    without = g.smem_bytes(128, 128, 3, 1, 2, 2)
-    assert g.smem_bytes(128, 128, 3, 1, 2, 2, o_bytes=2) - without == 2 * 64 * 128 * 2
-    assert g.smem_bytes(128, 128, 3, 1, 2, 2, o_bytes=2) <= g.SMEM_LIMIT_BYTES
-    assert g.smem_bytes(128, 128, 3, 2, 2, 1) <= g.SMEM_LIMIT_BYTES
-    assert g.smem_bytes(128, 128, 3, 2, 2, 1, o_bytes=2) > g.SMEM_LIMIT_BYTES
-
-
 gpu = pytest.mark.gpu
 hopper = pytest.mark.skipif(not _hopper(), reason="the Gluon v3 needs Hopper")
 
@@ -211,56 +198,3 @@ def test_persistent_grid_matches_reference(dtype, causal, shape, ctas, stages):
         run()
     err = K.rel_error(out, reference(q, k, v, causal, **scales))
     assert err < tol, f"{shape} ctas={ctas} causal={causal}: rel error {err:.2e}"
-
-
-@gpu
-@hopper
-@pytest.mark.parametrize("dtype", ["fp16", "fp8"])
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize(("o_tma", "tree"), [(True, False), (False, True), (True, True)])
-def test_persistent_o_by_tma_store_and_tree_reductions(dtype, causal, o_tma, tree):
-    """O through shared memory by a TMA store left running into the CTA's next tile, and the
-    softmax's row max / sum as trees: with ~10 tiles per CTA (o_smem rewritten after each
-    store_wait) the output must match the reference and the pointer-store, serial-chain
-    build up to summation order; a wrong row, column or tile would be off by O(1)."""
-    from tilesim.kernels import flash_v3_gluon
-
-    b, h, n, d = 2, 3, 1024, 128
-    config = WS.replace(persistent=True, num_stages=2 if dtype == "fp16" else 3)
-    seed = 5 * causal + 3 * o_tma + tree
-    if dtype == "fp16":
-        q, k, v = make_qkv(b, h, n, n, d, torch.float16, "cuda", seed)
-        scales, tol = {}, TOL[torch.float16]
-    else:
-        q, k, v = make_qkv(b, h, n, n, d, torch.float32, "cuda", seed)
-        (q, sq), (k, sk), (v, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
-        scales, tol = dict(q_scale=sq, k_scale=sk, v_scale=sv), 0.1
-    outs = []
-    for kw in (dict(o_tma=False, tree=False), dict(o_tma=o_tma, tree=tree)):
-        out = poisoned((b, h, n, d), torch.float16, "cuda")
-        for _, run in flash_v3_gluon.launches(
-            q, k, v, causal, d**-0.5, config, out, ctas=5, **kw, **scales
-        ):
-            run()
-        outs.append(out)
-    assert K.rel_error(outs[1], reference(q, k, v, causal, **scales)) < tol
-    assert K.rel_error(outs[1], outs[0]) < 1e-3
-
-
-@gpu
-@hopper
-def test_o_tma_and_tree_refused_where_they_cannot_run():
-    from tilesim.kernels import flash_v3_gluon
-
-    q, k, v = make_qkv(1, 2, 1000, 1000, 128, torch.float16, "cuda", seed=2)
-    out = poisoned(q.shape, torch.float16, "cuda")
-    pers = WS.replace(persistent=True)
-    with pytest.raises(TilesimError, match="multiple of 128"):  # rows past N: no TMA store
-        flash_v3_gluon.launches(q, k, v, False, 0.1, pers, out, o_tma=True)
-    with pytest.raises(TilesimError, match="persistent"):
-        flash_v3_gluon.launches(q, k, v, False, 0.1, WS, out, tree=True)
-    # auto: no TMA store where N is not a multiple of 128, the tree with the persistent grid
-    runs = flash_v3_gluon.launches(q, k, v, False, 0.1, pers, out, o_tma=None, tree=None)
-    for _, run in runs:
-        run()
-    assert K.rel_error(out, reference(q, k, v, False, sm_scale=0.1)) < TOL[torch.float16]
