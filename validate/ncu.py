@@ -47,6 +47,11 @@ CASES = (
     ("v3", 32, 16, 512, 128, True, "fp16", "fwd", 0, 1),
     ("v3", 32, 16, 512, 128, False, "fp16", "fwd", 0, 1),
     ("v1", 1, 16, 16384, 128, False, "fp16", "fwd", 0, 1),
+    # v1 at d = 64 across its wave counts (4, 2, 1): the forward's worst errors
+    ("v1", 32, 32, 512, 64, False, "fp16", "fwd", 0, 1),
+    ("v1", 16, 32, 1024, 64, False, "fp16", "fwd", 0, 1),
+    ("v1", 8, 32, 2048, 64, False, "fp16", "fwd", 0, 1),
+    ("v1", 8, 32, 2048, 64, False, "fp16", "bwd", 1, 1),
 )
 
 # ncu metric -> field of a kernel's record

@@ -38,6 +38,14 @@ KNOWN = {
     ("v2", 4096, 64, "bwd_dq", "read"): "fast fidelity only: with stores acknowledged an L2 "
     "latency after their transfer, the dQ pass's extrapolated waves count 9.4% fewer K/V "
     "misses than detailed fidelity, which matches the counters exactly",
+    ("v1", 512, 64, "flash_v1", "read"): "the model's L2 (an LRU of 60 MiB) keeps three "
+    "quarters of each head's Q, O, Acc, l and m between outer steps (264 resident CTAs x "
+    "~200 KB = 53 MB); the GPU re-reads nearly all of it from DRAM (3.9x the model's reads): "
+    "with this pattern its L2 holds about 42 MB (the model reads as much at l2_bytes = 42 MB)",
+    ("v1", 1024, 64, "flash_v1", "read"): "as at N = 512, the GPU's L2 keeps less of the "
+    "heads' O/Acc between outer steps than the model's LRU: 2.6% more DRAM reads",
+    ("v1", 1024, 64, "flash_v1", "write"): "write-back L2: the GPU's last ~30 MB of O/Acc "
+    "writes are still in L2 when the counters stop (2.5% of the kernel's 1.3 GB)",
     ("v1", 1024, 128, "flash_v1_bwd", "write"): "v1 backward writes 6% (81 MB) more than "
     "the trace counts: register spills (ncu: its dK/dV accumulators round-trip through "
     "local memory every inner step, 2.1 GB of spill stores, 90% past L1; some reach DRAM)",
