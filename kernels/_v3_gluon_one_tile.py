@@ -173,220 +173,56 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
             STAGES,
             FP8,
         )
-        # the default partition (the launch's 4 warps) is consumer warpgroup 0
-        if NUM_WG == 2:
-            gl.warp_specialize(
-                [
+        # One comprehension over the partitions: consumer warpgroups 0 .. NUM_WG-1 (the
+        # default partition, the launch's 4 warps, is warpgroup 0), then the producer. The
+        # consumers' argument tuple stays a literal inside the call so that its constexprs
+        # stay constexprs (the producer's, bound to a name above, do not: see the docstring).
+        gl.warp_specialize(
+            [
+                (
+                    _consumer_tile,
                     (
-                        _consumer_tile,
-                        (
-                            q_smem,
-                            k_smem,
-                            v_smem,
-                            q_bar,
-                            None,  # q_empty: persistent grid only
-                            k_ready,
-                            v_ready,
-                            k_empty,
-                            v_empty,
-                            sched,
-                            Out,
-                            LSE,
-                            qk_scale,
-                            out_scale,
-                            start_m,
-                            off_bh,
-                            n_q,
-                            n_kv,
-                            n_blocks,
-                            hi_full,
-                            stride_om,
-                            0,  # c0: the ring starts at slot 0, phase 0
-                            0,  # qb: this warpgroup's Q tile
-                            0,  # q_phase
-                            0,  # sched_phase
-                            0,
-                            HEAD_DIM,
-                            BLOCK_N,
-                            STAGES,
-                            CAUSAL,
-                            MASK,
-                            FP8,
-                            PINGPONG,
-                            PERMUTE_P,
-                            False,  # PERSISTENT
-                        ),
+                        q_smem,
+                        k_smem,
+                        v_smem,
+                        q_bar,
+                        None,  # q_empty: persistent grid only
+                        k_ready,
+                        v_ready,
+                        k_empty,
+                        v_empty,
+                        sched,
+                        Out,
+                        LSE,
+                        qk_scale,
+                        out_scale,
+                        start_m,
+                        off_bh,
+                        n_q,
+                        n_kv,
+                        n_blocks,
+                        hi_full,
+                        stride_om,
+                        0,  # c0: the ring starts at slot 0, phase 0
+                        wg,  # qb: this warpgroup's Q tile
+                        0,  # q_phase
+                        0,  # sched_phase
+                        wg,
+                        HEAD_DIM,
+                        BLOCK_N,
+                        STAGES,
+                        CAUSAL,
+                        MASK,
+                        FP8,
+                        PINGPONG,
+                        PERMUTE_P,
+                        False,  # PERSISTENT
                     ),
-                    (
-                        _consumer_tile,
-                        (
-                            q_smem,
-                            k_smem,
-                            v_smem,
-                            q_bar,
-                            None,  # q_empty: persistent grid only
-                            k_ready,
-                            v_ready,
-                            k_empty,
-                            v_empty,
-                            sched,
-                            Out,
-                            LSE,
-                            qk_scale,
-                            out_scale,
-                            start_m,
-                            off_bh,
-                            n_q,
-                            n_kv,
-                            n_blocks,
-                            hi_full,
-                            stride_om,
-                            0,  # c0: the ring starts at slot 0, phase 0
-                            1,  # qb: this warpgroup's Q tile
-                            0,  # q_phase
-                            0,  # sched_phase
-                            1,
-                            HEAD_DIM,
-                            BLOCK_N,
-                            STAGES,
-                            CAUSAL,
-                            MASK,
-                            FP8,
-                            PINGPONG,
-                            PERMUTE_P,
-                            False,  # PERSISTENT
-                        ),
-                    ),
-                    (_producer_one, producer_args),
-                ],
-                [4, 1],
-                [CONSUMER_REGS, PRODUCER_REGS],
-            )
-        else:
-            gl.warp_specialize(
-                [
-                    (
-                        _consumer_tile,
-                        (
-                            q_smem,
-                            k_smem,
-                            v_smem,
-                            q_bar,
-                            None,  # q_empty: persistent grid only
-                            k_ready,
-                            v_ready,
-                            k_empty,
-                            v_empty,
-                            sched,
-                            Out,
-                            LSE,
-                            qk_scale,
-                            out_scale,
-                            start_m,
-                            off_bh,
-                            n_q,
-                            n_kv,
-                            n_blocks,
-                            hi_full,
-                            stride_om,
-                            0,  # c0: the ring starts at slot 0, phase 0
-                            0,  # qb: this warpgroup's Q tile
-                            0,  # q_phase
-                            0,  # sched_phase
-                            0,
-                            HEAD_DIM,
-                            BLOCK_N,
-                            STAGES,
-                            CAUSAL,
-                            MASK,
-                            FP8,
-                            PINGPONG,
-                            PERMUTE_P,
-                            False,  # PERSISTENT
-                        ),
-                    ),
-                    (
-                        _consumer_tile,
-                        (
-                            q_smem,
-                            k_smem,
-                            v_smem,
-                            q_bar,
-                            None,  # q_empty: persistent grid only
-                            k_ready,
-                            v_ready,
-                            k_empty,
-                            v_empty,
-                            sched,
-                            Out,
-                            LSE,
-                            qk_scale,
-                            out_scale,
-                            start_m,
-                            off_bh,
-                            n_q,
-                            n_kv,
-                            n_blocks,
-                            hi_full,
-                            stride_om,
-                            0,  # c0: the ring starts at slot 0, phase 0
-                            1,  # qb: this warpgroup's Q tile
-                            0,  # q_phase
-                            0,  # sched_phase
-                            1,
-                            HEAD_DIM,
-                            BLOCK_N,
-                            STAGES,
-                            CAUSAL,
-                            MASK,
-                            FP8,
-                            PINGPONG,
-                            PERMUTE_P,
-                            False,  # PERSISTENT
-                        ),
-                    ),
-                    (
-                        _consumer_tile,
-                        (
-                            q_smem,
-                            k_smem,
-                            v_smem,
-                            q_bar,
-                            None,  # q_empty: persistent grid only
-                            k_ready,
-                            v_ready,
-                            k_empty,
-                            v_empty,
-                            sched,
-                            Out,
-                            LSE,
-                            qk_scale,
-                            out_scale,
-                            start_m,
-                            off_bh,
-                            n_q,
-                            n_kv,
-                            n_blocks,
-                            hi_full,
-                            stride_om,
-                            0,  # c0: the ring starts at slot 0, phase 0
-                            2,  # qb: this warpgroup's Q tile
-                            0,  # q_phase
-                            0,  # sched_phase
-                            2,
-                            HEAD_DIM,
-                            BLOCK_N,
-                            STAGES,
-                            CAUSAL,
-                            MASK,
-                            FP8,
-                            PINGPONG,
-                            PERMUTE_P,
-                            False,  # PERSISTENT
-                        ),
-                    ),
-                    (_producer_one, producer_args),
-                ],
-                [4, 4, 1],
-                [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
-            )
+                )
+                if wg < NUM_WG
+                else (_producer_one, producer_args)
+                for wg in (0, 1, 2, 3)[: NUM_WG + 1]
+            ],
+            [4] * (NUM_WG - 1) + [1],
+            [CONSUMER_REGS] * (NUM_WG - 1) + [PRODUCER_REGS],
+        )
