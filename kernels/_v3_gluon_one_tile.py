@@ -87,6 +87,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         out_scale,
         n_q,
         n_kv,
+        n_bh,  # unused: the persistent body's signature, so one call dispatches to either
         stride_om,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,

@@ -104,59 +104,33 @@ if AVAILABLE:
         CONSUMER_REGS: gl.constexpr,
         NUM_WG: gl.constexpr,
     ):
-        # two bodies rather than one tile loop run once: the one-tile grid keeps the
-        # code it had before the persistent grid (``_fwd_one_tile``)
-        if PERSISTENT:
-            _fwd_persistent(
-                desc_q,
-                desc_k,
-                desc_v,
-                Out,
-                LSE,
-                qk_scale,
-                out_scale,
-                n_q,
-                n_kv,
-                n_bh,
-                stride_om,
-                HEAD_DIM,
-                BLOCK_N,
-                STAGES,
-                CAUSAL,
-                MASK,
-                FP8,
-                PINGPONG,
-                PERMUTE_P,
-                Q_BUFS,
-                PRODUCER_REGS,
-                CONSUMER_REGS,
-                NUM_WG,
-            )
-        else:
-            _fwd_one_tile(
-                desc_q,
-                desc_k,
-                desc_v,
-                Out,
-                LSE,
-                qk_scale,
-                out_scale,
-                n_q,
-                n_kv,
-                stride_om,
-                HEAD_DIM,
-                BLOCK_N,
-                STAGES,
-                CAUSAL,
-                MASK,
-                FP8,
-                PINGPONG,
-                PERMUTE_P,
-                Q_BUFS,
-                PRODUCER_REGS,
-                CONSUMER_REGS,
-                NUM_WG,
-            )
+        # two bodies with one signature rather than one tile loop run once: the one-tile
+        # grid keeps the code it had before the persistent grid (``_fwd_one_tile``)
+        (_fwd_persistent if PERSISTENT else _fwd_one_tile)(
+            desc_q,
+            desc_k,
+            desc_v,
+            Out,
+            LSE,
+            qk_scale,
+            out_scale,
+            n_q,
+            n_kv,
+            n_bh,
+            stride_om,
+            HEAD_DIM,
+            BLOCK_N,
+            STAGES,
+            CAUSAL,
+            MASK,
+            FP8,
+            PINGPONG,
+            PERMUTE_P,
+            Q_BUFS,
+            PRODUCER_REGS,
+            CONSUMER_REGS,
+            NUM_WG,
+        )
 
 
 SMEM_LIMIT_BYTES = 232_448  # sm_90: 227 KiB of shared memory per CTA (opt-in)
