@@ -49,16 +49,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         desc_q,
         desc_k,
         desc_v,
-        q_smem,
-        k_smem,
-        v_smem,
-        q_bar,
-        q_empty,
-        k_ready,
-        v_ready,
-        k_empty,
-        v_empty,
-        sched,
+        smem,
         first,
         n_tiles,
         step,
@@ -78,6 +69,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         loads the next tile's Q and first K/V blocks while the consumers still finish
         this tile's last blocks and store O.
         """
+        q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, sched = smem
         NUM_WG: gl.constexpr = sched.shape[0]
         Q_BUFS: gl.constexpr = q_smem.shape[0] // sched.shape[0]  # Q tiles per warpgroup
         WGM: gl.constexpr = desc_q.block_type.shape[0]
@@ -126,16 +118,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
 
     @gluon.jit
     def _consumer(
-        q_smem,
-        k_smem,
-        v_smem,
-        q_bar,
-        q_empty,
-        k_ready,
-        v_ready,
-        k_empty,
-        v_empty,
-        sched,
+        smem,
         Out,
         LSE,
         qk_scale,
@@ -159,6 +142,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         PERMUTE_P: gl.constexpr,
     ):
         """One consumer warpgroup of the persistent grid: its tiles in turn."""
+        q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, sched = smem
         NUM_WG: gl.constexpr = sched.shape[0]
         Q_BUFS: gl.constexpr = q_smem.shape[0] // sched.shape[0]  # Q tiles per warpgroup
         WGM: gl.constexpr = q_smem.shape[1]
@@ -171,16 +155,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
             q_phase = (it // Q_BUFS) & 1
             n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
             c0, sched_phase = _consumer_tile(
-                q_smem,
-                k_smem,
-                v_smem,
-                q_bar,
-                q_empty,
-                k_ready,
-                v_ready,
-                k_empty,
-                v_empty,
-                sched,
+                *smem,
                 Out,
                 LSE,
                 qk_scale,
@@ -268,6 +243,9 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         if PINGPONG:
             # warpgroup 0 issues its GEMMs first
             mbarrier.arrive(sched.index(0))
+        # the ring's shared memory and barriers, as one argument of both partitions (no
+        # constexprs in it, so binding it to a name changes nothing)
+        smem = (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, sched)
 
         # One comprehension over the partitions: consumer warpgroups 0 .. NUM_WG-1 (the
         # default partition, the launch's 4 warps, is warpgroup 0), then the producer. The
@@ -278,16 +256,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                 (
                     _consumer,
                     (
-                        q_smem,
-                        k_smem,
-                        v_smem,
-                        q_bar,
-                        q_empty,
-                        k_ready,
-                        v_ready,
-                        k_empty,
-                        v_empty,
-                        sched,
+                        smem,
                         Out,
                         LSE,
                         qk_scale,
@@ -318,16 +287,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                         desc_q,
                         desc_k,
                         desc_v,
-                        q_smem,
-                        k_smem,
-                        v_smem,
-                        q_bar,
-                        q_empty,
-                        k_ready,
-                        v_ready,
-                        k_empty,
-                        v_empty,
-                        sched,  # its shape: the number of consumer warpgroups
+                        smem,  # sched's shape: the number of consumer warpgroups
                         first,
                         n_tiles,
                         step,
