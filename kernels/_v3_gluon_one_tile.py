@@ -152,6 +152,8 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
             # warpgroup 0 issues its GEMMs first
             mbarrier.arrive(sched.index(0))
 
+        # the ring's shared memory and barriers, one argument of the consumers
+        smem = (q_smem, k_smem, v_smem, q_bar, None, k_ready, v_ready, k_empty, v_empty, sched)
         producer_args = (
             desc_q,
             desc_k,
@@ -183,16 +185,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                 (
                     _consumer_tile,
                     (
-                        q_smem,
-                        k_smem,
-                        v_smem,
-                        q_bar,
-                        None,  # q_empty: persistent grid only
-                        k_ready,
-                        v_ready,
-                        k_empty,
-                        v_empty,
-                        sched,
+                        smem,
                         Out,
                         LSE,
                         qk_scale,

@@ -155,7 +155,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
             q_phase = (it // Q_BUFS) & 1
             n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
             c0, sched_phase = _consumer_tile(
-                *smem,
+                smem,
                 Out,
                 LSE,
                 qk_scale,

@@ -82,16 +82,7 @@ if AVAILABLE:
 
     @gluon.jit
     def _consumer_tile(
-        q_smem,
-        k_smem,
-        v_smem,
-        q_bar,
-        q_empty,
-        k_ready,
-        v_ready,
-        k_empty,
-        v_empty,
-        sched,
+        smem,
         Out,
         LSE,
         qk_scale,
@@ -120,10 +111,13 @@ if AVAILABLE:
     ):
         """One consumer warpgroup on one tile: 64 rows of Q, the K/V loop, the epilogue.
 
+        ``smem``: the CTA's shared memory and barriers (Q tiles, K and V ring slots, Q
+        ready, Q empty (None without the persistent grid), K/V ready and empty, ping-pong).
         ``c0`` is the ring's block counter at the tile's first block (slot and phase of
         block j: (c0 + j) % STAGES and (c0 + j) // STAGES); returns the counter after
         the tile and the ping-pong phase.
         """
+        q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, k_empty, v_empty, sched = smem
         WGM: gl.constexpr = q_smem.shape[1]
         dtype: gl.constexpr = q_smem.dtype
         k_inst: gl.constexpr = 256 // dtype.primitive_bitwidth
