@@ -49,12 +49,8 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         desc_q,
         desc_k,
         desc_v,
-        smem,
-        first,
-        n_tiles,
-        step,
-        n_m,
-        n_bh,
+        smem,  # the ring's shared memory and barriers (``_fwd_persistent``)
+        walk,  # this CTA's tiles: (first, n_tiles, step, n_m, n_bh)
         n_q,
         n_kv,
         HEAD_DIM: gl.constexpr,
@@ -75,6 +71,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         WGM: gl.constexpr = desc_q.block_type.shape[0]
         c0 = 0
         it = 0
+        first, n_tiles, step, n_m, n_bh = walk
         for t in range(first, n_tiles, step):
             start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL)
             n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
@@ -118,16 +115,12 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
 
     @gluon.jit
     def _consumer(
-        smem,
+        smem,  # the ring's shared memory and barriers (``_fwd_persistent``)
         Out,
         LSE,
         qk_scale,
         out_scale,
-        first,
-        n_tiles,
-        step,
-        n_m,
-        n_bh,
+        walk,  # this CTA's tiles: (first, n_tiles, step, n_m, n_bh)
         n_q,
         n_kv,
         stride_om,
@@ -149,6 +142,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         c0 = 0
         sched_phase = 0
         it = 0
+        first, n_tiles, step, n_m, n_bh = walk
         for t in range(first, n_tiles, step):
             start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL)
             qb = (it % Q_BUFS) * NUM_WG + WG  # this tile's Q buffer and its phase
@@ -216,6 +210,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         first = gl.program_id(0)
         step = gl.num_programs(0)
         n_tiles = n_m * n_bh
+        walk = (first, n_tiles, step, n_m, n_bh)  # the CTA's tiles, for both partitions
 
         dtype: gl.constexpr = desc_q.dtype
         # Q_BUFS = 2: the next tile's Q loads while this tile runs
@@ -261,11 +256,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                         LSE,
                         qk_scale,
                         out_scale,
-                        first,
-                        n_tiles,
-                        step,
-                        n_m,
-                        n_bh,
+                        walk,
                         n_q,
                         n_kv,
                         stride_om,
@@ -288,11 +279,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                         desc_k,
                         desc_v,
                         smem,  # sched's shape: the number of consumer warpgroups
-                        first,
-                        n_tiles,
-                        step,
-                        n_m,
-                        n_bh,
+                        walk,
                         n_q,
                         n_kv,
                         HEAD_DIM,
