@@ -1,10 +1,13 @@
-"""Registers per thread of every kernel the validation grid runs, as compiled here.
+"""Registers per thread of every kernel the validation grid runs, as compiled here,
+and the SASS instructions of each of its loops.
 
 Occupancy needs the compiled register count, which only the compiler knows
 (``traces/registers.py``). Nsight Compute reads it for its few cases
 (``validate/ncu.py``); this reads it for every kernel variant of the grid, from
 Triton's compiled kernel (``n_regs``, and ``n_spills``: the local memory per
-thread, where registers spill), without timing anything. On the GPU machine::
+thread, where registers spill), without timing anything, with the instructions per
+thread of each loop body of its SASS (``validate/sass.py``: the issue work an
+iteration costs). On the GPU machine::
 
     python3 -m tilesim.validate.registers --out validate/results/<date>-<gpu>-registers.json
 
@@ -75,6 +78,7 @@ def collect(log=print) -> list[dict]:
     from ..hwmodels import load_gpu
     from ..traces import build
     from ..traces import registers as table
+    from . import sass
     from .grid import validate_grid
 
     gpu = load_gpu("h200")
@@ -105,6 +109,7 @@ def collect(log=print) -> list[dict]:
                     "kernel": fn,
                     "registers_per_thread": int(kernel.n_regs),
                     "local_bytes_per_thread": int(kernel.n_spills),
+                    "sass_loops": sass.loops(sass.disassemble(kernel.asm["cubin"])),
                 }
             )
         if len(kernels) != len(keys):
@@ -135,7 +140,9 @@ def main(argv: list[str] | None = None) -> None:
         require_cuda("validate.registers")
     except TilesimError as exc:
         raise SystemExit(f"error: {exc}") from None
-    meta = metadata.collect({"tool": "Triton's compiled kernels (n_regs, n_spills)"})
+    meta = metadata.collect(
+        {"tool": "Triton's compiled kernels (n_regs, n_spills; SASS by nvdisasm -c)"}
+    )
     cases = collect()
     doc = {
         "kind": "registers",
