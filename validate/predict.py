@@ -44,7 +44,8 @@ def predict_point(
     fidelity: str = "fast",
     clock_hz: float | None = None,
 ) -> dict:
-    """{"time_s", "bound", "tflops", ...} of one point, or {"error": "..."} if the model
+    """{"time_s", "bound", "tflops", "launches": {name: time_s}, ...} of one point, or
+    {"error": "..."} if the model
     cannot run it (a config that does not fit the preset, say). ``clock_hz``: predict
     with the SMs at this clock (`GPU.at_clock`) instead of the preset's."""
     from ..simulator import simulate
@@ -58,7 +59,11 @@ def predict_point(
         pred = simulate(trace, gpu, fidelity=fidelity)
     except TilesimError as exc:
         return {"error": str(exc)}
-    out = {"time_s": float(pred.time_s), "gpu": gpu.name}
+    out = {
+        "time_s": float(pred.time_s),
+        "gpu": gpu.name,
+        "launches": {launch.name: float(launch.time_s) for launch in pred.launches},
+    }
     for key in ("bound", "tflops", "l2_hit_rate", "hbm_read_bytes", "hbm_write_bytes"):
         value = getattr(pred, key, None)
         if value is not None:

@@ -60,6 +60,10 @@ class Point:
     error: str | None = None  # why there is no prediction
     stored: dict = field(default_factory=dict)  # predictions kept in the file, by preset
     clock_MHz: float | None = None  # median SM clock read while it was timed
+    # each launch timed on its own (backward points: kernels.api launch names) and predicted
+    # (trace launch names)
+    parts_measured: dict = field(default_factory=dict)
+    parts_predicted: dict = field(default_factory=dict)
 
     @property
     def pass_(self) -> str:
@@ -132,6 +136,7 @@ class Report:
             "by_head_dim": _by(pts, lambda p: str(p.workload.head_dim)),
             "by_mask": _by(pts, lambda p: "causal" if p.workload.causal else "full"),
             "by_dtype": _by(pts, lambda p: p.workload.dtype),
+            "by_launch": launch_summary(pts),
             "ratios": self.ratio_summary(),
             "fastest": self.fastest(),
         }
@@ -252,6 +257,7 @@ def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[
                         row["time_s"],
                         stored=row.get("predictions") or {},
                         clock_MHz=row.get("clock_sm_MHz"),
+                        parts_measured=row.get("parts") or {},
                     )
                 )
             elif (
@@ -350,6 +356,36 @@ def _apply(p: Point, pred: dict) -> None:
         return
     p.predicted_s = float(pred["time_s"])
     p.bound = pred.get("bound")
+    p.parts_predicted = pred.get("launches") or {}
+
+
+def launch_pairs(p: Point) -> list[tuple[str, float, float]]:
+    """(launch, predicted s, measured s) of each launch of ``p`` timed on its own.
+
+    The kernels' launch names carry the algorithm ("standard_bwd_dv", "v1_bwd") and the
+    traces' may carry the kernel ("bwd_dv", "flash_v1_bwd"): a pair is a measured and a
+    predicted name one of which ends with the other. A point whose launches do not pair
+    up one to one (a forward-and-backward point's "forward" part) gives none."""
+    pairs = []
+    for name, predicted in p.parts_predicted.items():
+        got = [m for m in p.parts_measured if m.endswith(name) or name.endswith(m)]
+        if len(got) != 1:
+            return []
+        pairs.append((name, predicted, p.parts_measured[got[0]]))
+    return pairs if len(pairs) == len(p.parts_measured) else []
+
+
+def launch_summary(points: Sequence[Point]) -> dict:
+    """{"<algo> <pass> <launch>": error summary} over the points with launches timed
+    one by one: which kernel of a multi-launch point the model gets wrong."""
+    keys, pred, meas = [], [], []
+    for p in points:
+        for name, predicted, measured in launch_pairs(p):
+            keys.append(f"{p.algo} {p.pass_} {name}")
+            pred.append(predicted)
+            meas.append(measured)
+    groups = stats.group_by(keys, pred, meas)
+    return {k: stats.summarize(*groups[k]).to_dict() for k in sorted(groups)}
 
 
 # -- outputs ------------------------------------------------------------------------
@@ -427,7 +463,8 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
 
 
 def group_rows(summary: dict) -> list[tuple[str, str, int, str, str, str]]:
-    """(grouping, group, n, MAPE, signed mean, max |err|) for the by-algo/d/mask/dtype tables."""
+    """(grouping, group, n, MAPE, signed mean, max |err|) for the by-algo/d/mask/dtype/launch
+    tables."""
     out = []
     groups = [("algorithm", summary["by_algo"])]
     if any(k != "fwd" for k in summary.get("by_pass") or {}):
@@ -438,6 +475,8 @@ def group_rows(summary: dict) -> list[tuple[str, str, int, str, str, str]]:
         ("head dim", summary["by_head_dim"]),
         ("mask", summary["by_mask"]),
         ("dtype", summary["by_dtype"]),
+        # the kernels of multi-launch points, each timed on its own (the backward's)
+        ("launch", summary.get("by_launch") or {}),
     ]
     for title, group in groups:
         for name, s in group.items():

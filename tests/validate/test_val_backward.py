@@ -298,3 +298,48 @@ def test_summary_and_table_name_the_pass(tmp_path):
     assert rows[0][-1] == rows[1][-1]  # 2.5x the FLOPs in 2.5x the time
     lines = summary.summarize_bench(doc)
     assert any(line.startswith("  bwd d=128 N=8192 full") for line in lines)
+
+
+# -- report: the backward's launches, each timed on its own -------------------------------
+
+
+def test_launch_pairs_match_kernel_and_trace_names():
+    def point(measured, predicted):
+        w = Workload(1, 2, 256, 256, 64, pass_="bwd")
+        return report.Point(
+            "f", "v1", "v1", w, None, 1.0, parts_measured=measured, parts_predicted=predicted
+        )
+
+    # the kernel API names the launch "v1_bwd", the trace "flash_v1_bwd"
+    assert report.launch_pairs(point({"v1_bwd": 2.0}, {"flash_v1_bwd": 3.0})) == [
+        ("flash_v1_bwd", 3.0, 2.0)
+    ]
+    two = point({"v2_bwd_dq": 1.0, "v2_bwd_dkdv": 2.0}, {"bwd_dkdv": 4.0, "bwd_dq": 0.5})
+    assert sorted(report.launch_pairs(two)) == [("bwd_dkdv", 4.0, 2.0), ("bwd_dq", 0.5, 1.0)]
+    # a forward-and-backward point's "forward" part has no launch of its own: no pairs
+    assert report.launch_pairs(point({"forward": 1.0, "v1_bwd": 2.0}, {"flash_v1_bwd": 3.0})) == []
+    assert report.launch_pairs(point({}, {"flash_v1_bwd": 3.0})) == []
+
+
+def test_report_errors_per_launch(tmp_path, h200):
+    # v2's backward: each launch measured at a known error against its own prediction
+    w = Workload(1, 2, 512, 512, 64, pass_="bwd")
+    cfg = kernel_config("v2", w, h200)
+    pred = predict_point("h200", "v2", w, cfg, clock_hz=1980e6)
+    errors = {"bwd_preprocess": 0.5, "bwd_dkdv": -0.2, "bwd_dq": 0.1}
+    assert set(pred["launches"]) == set(errors)
+    parts = {f"v2_{k}": pred["launches"][k] / (1 + e) for k, e in errors.items()}
+    doc = schema.new_results("validate", META)
+    doc["measurements"].append(
+        schema.kernel_record(
+            "v2", w, cfg, "ok", time_s=sum(parts.values()), clock_sm_MHz=1980.0, parts=parts
+        )
+    )
+    path = schema.save_results(doc, tmp_path / "2026-11-30-h200.json")
+    s = report.build_report([path], preset="h200").summary()
+    for launch, e in errors.items():
+        got = s["by_launch"][f"v2 bwd {launch}"]
+        assert got["n"] == 1
+        assert got["signed_mean_pct"] == pytest.approx(100 * e)
+    rows = {(g, n): mape for g, n, _, mape, *_ in report.group_rows(s)}
+    assert rows[("launch", "v2 bwd bwd_dkdv")] == "20.0%"
