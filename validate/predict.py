@@ -45,9 +45,9 @@ def predict_point(
     clock_hz: float | None = None,
 ) -> dict:
     """{"time_s", "bound", "tflops", "launches": {name: time_s}, ...} of one point, or
-    {"error": "..."} if the model
-    cannot run it (a config that does not fit the preset, say). ``clock_hz``: predict
-    with the SMs at this clock (`GPU.at_clock`) instead of the preset's."""
+    {"error": "..."} if the model cannot run it (a config that does not fit the preset,
+    say). ``clock_hz``: predict with the SMs at this clock (`GPU.at_clock`) instead of
+    the preset's."""
     from ..simulator import simulate
     from ..traces import build
 
