@@ -376,12 +376,13 @@ def launch_pairs(p: Point) -> list[tuple[str, float, float]]:
 
 
 def launch_summary(points: Sequence[Point]) -> dict:
-    """{"<algo> <pass> <launch>": error summary} over the points with launches timed
-    one by one: which kernel of a multi-launch point the model gets wrong."""
+    """{"<algo> <launch>": error summary} over the points with launches timed one by
+    one (the backward's: its launch names say so): which kernel of a multi-launch point
+    the model gets wrong."""
     keys, pred, meas = [], [], []
     for p in points:
         for name, predicted, measured in launch_pairs(p):
-            keys.append(f"{p.algo} {p.pass_} {name}")
+            keys.append(f"{p.algo} {name}")
             pred.append(predicted)
             meas.append(measured)
     groups = stats.group_by(keys, pred, meas)

@@ -338,8 +338,8 @@ def test_report_errors_per_launch(tmp_path, h200):
     path = schema.save_results(doc, tmp_path / "2026-11-30-h200.json")
     s = report.build_report([path], preset="h200").summary()
     for launch, e in errors.items():
-        got = s["by_launch"][f"v2 bwd {launch}"]
+        got = s["by_launch"][f"v2 {launch}"]
         assert got["n"] == 1
         assert got["signed_mean_pct"] == pytest.approx(100 * e)
     rows = {(g, n): mape for g, n, _, mape, *_ in report.group_rows(s)}
-    assert rows[("launch", "v2 bwd bwd_dkdv")] == "20.0%"
+    assert rows[("launch", "v2 bwd_dkdv")] == "20.0%"
