@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     except TilesimError as exc:
         raise SystemExit(f"error: {exc}") from None
     meta = metadata.collect(
-        {"tool": "Triton's compiled kernels (n_regs, n_spills; SASS by nvdisasm -c)"}
+        {"tool": "Triton's compiled kernels (n_regs, n_spills; SASS by nvdisasm -c -hex)"}
     )
     cases = collect()
     doc = {
