@@ -12,7 +12,10 @@ per scheduler takes longer still (:func:`vector_slowdown`), without holding the
 pipe from other CTAs. A Vector op's ``smem`` bytes (a register tile converted to
 another layout through shared memory, as the compiler does for tiles stored with
 plain stores or read in a layout the MMA cannot use) go through the SM's
-shared-memory pipe after its arithmetic, in the role's chain. A pipe serves in
+shared-memory pipe after its arithmetic, in the role's chain. Where the compiled
+kernel reloads spilled registers inside its innermost MMA loop
+(``Launch.spill_reload_covers``), each step ends with those waits: an L2 round
+trip at the L2's present load per wait, less the issue cycles that cover it. A pipe serves in
 arrival order with a known service time, so it needs no queue: a request at
 time t starts at ``max(t, free)`` and the pipe is free again at the end of it.
 Requests at the same instant are served in the order SimPy runs the processes,
@@ -31,6 +34,7 @@ from simpy.core import NORMAL
 from simpy.events import PENDING as _PENDING
 from simpy.events import Event
 
+from ..hwmodels.gpu import interpolate
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -149,6 +153,7 @@ class Executor:
             vector_slowdown(role.warps, gpu) for role in compiled.launch.program.roles
         ]
         self.l2_capacity = gpu.l2_bytes
+        self.spill_covers = compiled.launch.spill_reload_covers
         self.max_depth = max((_depth(nodes) for _, nodes in compiled.roles), default=0)
         self.active: dict = {}  # running role states (deadlock reports)
         self.resident = lambda: 1  # CTAs on the GPU now; set by the scheduler
@@ -233,11 +238,13 @@ class Executor:
             base = st.path[d]
             p = loop.prefetch
             nxt = 0
+            spills = self.spill_covers if any(n.kind == OP_MMA for n in nodes) else ()
             if p:  # the loads of the first p iterations are issued before the loop
                 while nxt < len(starts) and starts[nxt] < p:
                     self._prefetch(cta, st, loop, d, base, nxt)
                     nxt += 1
         else:
+            spills = ()
             if depth:
                 d = depth - 1
                 table = st.tables[d]
@@ -374,6 +381,21 @@ class Executor:
                     self._mark(cta, (st.role, node.id, ptup))
                 else:  # OP_LOOP
                     yield from self._loop(cta, st, node, depth)
+            if spills:
+                yield from self._spill_reloads(spills, cnt * st.mult)
+
+    def _spill_reloads(self, covers, steps: float):
+        """The waits of ``steps`` loop steps on reloaded spills (module docstring)."""
+        mem = self.mem
+        now = self.env._now
+        trip = interpolate(mem.l2_curve, mem.l2srv.busy_at(now))
+        wait = sum(trip - c for c in covers if c < trip) * steps
+        if wait > 0:
+            ev = Event(self.env)
+            ev._ok = True
+            ev._value = None
+            self.env.schedule(ev, NORMAL, wait)
+            yield ev
 
     def _loop(self, cta: Cta, st: RoleState, node, depth: int):
         G = cta.G

@@ -135,6 +135,8 @@ def _check_launch(launch: Launch, where: str, params: dict, tensors: dict) -> No
     _int(launch.threads, f"{where}.threads", minimum=1, maximum=MAX_THREADS_PER_CTA)
     _int(launch.regs_per_thread, f"{where}.regs_per_thread", minimum=1, maximum=MAX_REGS_PER_THREAD)
     _int(launch.persistent_ctas, f"{where}.persistent_ctas", minimum=0)
+    for k, cover in enumerate(launch.spill_reload_covers):
+        _int(cover, f"{where}.spill_reload_covers[{k}]", minimum=0)
     if launch.mma_path not in MMA_PATHS:
         raise TilesimError(
             f"{where}.mma_path: unknown path {launch.mma_path!r} "

@@ -117,6 +117,7 @@ _LAUNCH_KEYS = {
     "regs_per_thread": True,
     "mma_path": False,
     "persistent_ctas": False,
+    "spill_reload_covers": False,
 }
 _TOP_KEYS = {
     "format": True,
@@ -158,6 +159,11 @@ def _launch_to_dict(launch: Launch) -> dict:
         "regs_per_thread": launch.regs_per_thread,
         "mma_path": launch.mma_path,
         "persistent_ctas": launch.persistent_ctas,
+        **(
+            {"spill_reload_covers": list(launch.spill_reload_covers)}
+            if launch.spill_reload_covers
+            else {}
+        ),
         "program": {
             "roles": [
                 {"name": r.name, "warps": r.warps, "ops": [_op_to_dict(op) for op in r.ops]}
@@ -289,6 +295,10 @@ def _launch(x, where: str) -> Launch:
         ops = _ops(role["ops"], f"{rw}.ops")
         roles.append(Role(_str(role["name"], f"{rw}.name"), ops, role["warps"]))
     optional = {k: x[k] for k in ("mma_path", "persistent_ctas") if k in x}
+    if "spill_reload_covers" in x:
+        optional["spill_reload_covers"] = tuple(
+            _list(x["spill_reload_covers"], f"{where}.spill_reload_covers")
+        )
     return Launch(
         name=_str(x["name"], f"{where}.name"),
         grid=tuple(grid),

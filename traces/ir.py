@@ -187,6 +187,10 @@ class Launch:
     regs_per_thread: int  # registers per thread (occupancy)
     mma_path: str = "mma_sync"  # instruction path of its Mma ops: wgmma | mma_sync
     persistent_ctas: int = 0  # >0: that many CTAs loop over the grid's work items (c, c+P, ...)
+    # Per step of its innermost loop with an Mma: for each time a warp waits on register
+    # spills reloaded from local memory, the cycles it issued for since the reloads went
+    # out (compiled SASS, traces/registers.py). Each wait costs an L2 round trip less that.
+    spill_reload_covers: tuple[int, ...] = ()
 
     @property
     def num_ctas(self) -> int:

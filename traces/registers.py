@@ -13,6 +13,18 @@ standard softmax kernels, the same row plan). The estimate was low by 10-100
 registers, enough to give v1, v2's backward and the causal kernels one CTA per SM
 more than they get (v1's causal forward at d = 64: 235, the estimate 136).
 ``tests/traces/test_tr_registers.py`` keeps this table equal to those files.
+
+The same files hold each kernel's SASS loop bodies (``validate/sass.py``). Where
+the compiler spilled registers inside the loop that holds the MMAs, the warps wait
+on reloads from local memory every step: ``SPILL_RELOAD_COVERS`` lists, per such
+wait, the cycles the warp issued for after its reloads went out. v1's backward at
+d = 128 (8 warps, 255 registers, 44 bytes of spills per thread) waits 8 times a
+step (6 causal). On the H200 the eight instructions that wait on them hold 23%
+of the kernel's Nsight Compute stall samples, all "long scoreboard" (one of them
+also waits on a tile load; ``validate/results/logs/*-src-sass.json``): the reloads
+go to L2, the kernel's tiles streaming through L1 having evicted the spilled lines.
+v1's d = 64 build reloads outside that loop only. The simulator charges each wait an L2 round trip at the
+L2's present load, less its cover (``simulator/sm.py``).
 """
 
 from __future__ import annotations
@@ -137,6 +149,17 @@ COMPILED_REGS: dict[tuple, int] = {
 }
 # fmt: on
 
+# Same keys -> per step of the kernel's innermost MMA loop, the issue cycles covering
+# each wait on spill reloads (the ``spill_reload_waits`` of that loop's SASS body).
+# fmt: off
+SPILL_RELOAD_COVERS: dict[tuple, tuple[int, ...]] = {
+    ("v1", "bwd", "flash_v1_bwd", 128, False, "fp16", 64, 64, 8, 1, "wgmma", None):
+        (1, 195, 79, 9, 127, 44, 33, 9),
+    ("v1", "bwd", "flash_v1_bwd", 128, True, "fp16", 64, 64, 8, 1, "wgmma", None):
+        (11, 95, 71, 42, 24, 270),
+}
+# fmt: on
+
 
 def key(algo: str, workload: Workload, config: KernelConfig, launch: str) -> tuple:
     w, c = workload, config
@@ -166,13 +189,17 @@ def key(algo: str, workload: Workload, config: KernelConfig, launch: str) -> tup
 
 
 def apply(algo: str, workload: Workload, config: KernelConfig, trace: Trace) -> Trace:
-    """``trace`` with each launch's registers set to its compiled count where known."""
+    """``trace`` with each launch's registers set to its compiled count, and its spill
+    reloads, where known."""
     if config.warp_specialize:  # the Gluon v3 sets its own (setmaxnreg): none measured
         return trace
-    launches = tuple(
-        dataclasses.replace(launch, regs_per_thread=regs)
-        if (regs := COMPILED_REGS.get(key(algo, workload, config, launch.name))) is not None
-        else launch
-        for launch in trace.launches
-    )
-    return dataclasses.replace(trace, launches=launches)
+    launches = []
+    for launch in trace.launches:
+        k = key(algo, workload, config, launch.name)
+        regs = COMPILED_REGS.get(k)
+        if regs is not None:
+            launch = dataclasses.replace(
+                launch, regs_per_thread=regs, spill_reload_covers=SPILL_RELOAD_COVERS.get(k, ())
+            )
+        launches.append(launch)
+    return dataclasses.replace(trace, launches=tuple(launches))

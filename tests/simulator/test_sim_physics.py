@@ -16,7 +16,7 @@ from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
 from tilesim.traces import Workload, build
 from tilesim.traces.counters import counters
-from tilesim.traces.ir import CtaProgram, Launch, Mma, Role, TensorSpec, Trace
+from tilesim.traces.ir import CtaProgram, Launch, Loop, Mma, Role, TensorSpec, Trace
 
 ALGOS = ("standard", "v1", "v2", "v3")
 
@@ -130,3 +130,33 @@ def test_v2_rereads_kv_when_a_head_outgrows_l2():
     # N = 64k: 512 Q blocks of a head span four waves; its 32 MiB of K and V plus
     # the Q and O traffic in between no longer stay in the 50 MiB L2
     assert _v2_reads_over_compulsory(1, 2, 65536) >= 1.25
+
+
+def _spilling_loop(gpu, covers: tuple[int, ...], steps: int = 50) -> Trace:
+    body = (Mma(64, 64, 64, "fp16"),)
+    launch = Launch(
+        name="k",
+        grid=(("x", 1),),
+        program=CtaProgram((Role("main", (Loop("i", steps, body),), 4),)),
+        smem_bytes=0,
+        threads=128,
+        regs_per_thread=255,
+        mma_path="wgmma",
+        spill_reload_covers=covers,
+    )
+    return Trace("toy", (TensorSpec("A", (1,), "fp16"),), (launch,))
+
+
+def test_each_wait_on_spill_reloads_costs_an_l2_round_trip_less_its_cover():
+    gpu = dataclasses.replace(load_gpu("h200"), launch_overhead_s=0.0)
+    trip = gpu.l2_hit_latency_cycles  # nothing else loads the L2
+    base = simulate(_spilling_loop(gpu, ()), gpu, fidelity="detailed").time_s
+    spills = simulate(_spilling_loop(gpu, (0, 40, 10_000)), gpu, fidelity="detailed").time_s
+    # a cover longer than the round trip hides it
+    expected = 50 * (trip + (trip - 40)) / gpu.sm_clock_hz
+    assert spills - base == pytest.approx(expected, rel=1e-9)
+    # coalesced steps (fast fidelity) pay the same
+    fast = simulate(_spilling_loop(gpu, (0, 40, 10_000)), gpu, fidelity="fast").time_s
+    assert fast - simulate(_spilling_loop(gpu, ()), gpu, fidelity="fast").time_s == (
+        pytest.approx(expected, rel=1e-9)
+    )

@@ -47,6 +47,14 @@ def test_round_trip_persistent(h100, tmp_path):
     assert load(save(trace, tmp_path / "p.trace.json")) == trace
 
 
+def test_round_trip_spill_reloads(gpus, tmp_path):
+    # v1's backward at d = 128 as compiled waits on reloaded spills (traces/registers.py)
+    w = Workload(1, 2, 512, 512, 128, pass_="bwd")
+    trace = build("v1", w, gpus["h200"], KernelConfig(64, 64, 8, 1, "wgmma"))
+    assert trace.launches[0].spill_reload_covers
+    assert load(save(trace, tmp_path / "s.trace.json")) == trace
+
+
 def test_file_header(h100, tmp_path):
     save(build("v2", Workload(1, 1, 256, 256, 64), h100), tmp_path / "x.trace.json")
     doc = json.loads((tmp_path / "x.trace.json").read_text())
@@ -149,6 +157,8 @@ MALFORMED = [
     ("division by zero", lambda d: op_path(d, 0).update(nbytes="d // (m - m)"), f"{OPS}[0].nbytes: expression 'd // (m - m)' divides by zero"),
     ("body not a list", lambda d: op_path(d, 1).update(body={}), f"{OPS}[1].body: must be a list"),
     ("param not int", lambda d: d["params"].update(N_q="4k"), "params.N_q: '4k' must be an integer"),
+    ("spill covers not a list", lambda d: d["launches"][0].update(spill_reload_covers=7), "launches[0].spill_reload_covers: must be a list"),
+    ("negative spill cover", lambda d: d["launches"][0].update(spill_reload_covers=[3, -1]), "launches[0].spill_reload_covers[1]: -1 must be >= 0"),
 ]  # fmt: skip
 
 

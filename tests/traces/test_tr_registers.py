@@ -51,3 +51,23 @@ def test_unmeasured_kernels_keep_the_estimate(h100):
 
     assert dkdv(2).regs_per_thread == regs_estimate(2 * 64 * 64 + 64 * 64, 128)
     assert dkdv(3).regs_per_thread == 191
+
+
+def test_spill_table_is_what_the_sass_says_and_build_applies_it():
+    """Each entry is the spill waits of the kernel's innermost MMA loop, as measured."""
+    gpu = load_gpu("h200")
+    seen = {}
+    for path in sorted(RESULTS.glob("*-registers.json")):
+        for case in json.loads(path.read_text())["cases"]:
+            w, c = Workload(**case["workload"]), KernelConfig(**case["config"])
+            if c.warp_specialize:
+                continue
+            launches = build(case["algo"], w, gpu, c).launches
+            for launch, kern in zip(launches, case["kernels"][-len(launches) :], strict=True):
+                mma = [x for x in kern["sass_loops"] if "HGMMA" in x["ops"]]
+                inner = min(mma, key=lambda x: x["instructions"]) if mma else {}
+                covers = tuple(inner.get("spill_reload_waits", ()))
+                assert launch.spill_reload_covers == covers, (case["algo"], w, launch.name)
+                if covers:
+                    seen[registers.key(case["algo"], w, c, launch.name)] = covers
+    assert seen == registers.SPILL_RELOAD_COVERS
