@@ -17,7 +17,9 @@ A ``*.trace.json`` file holds one `Trace`::
 Op kinds: load, store, mma, vector, wait, arrive, loop — their fields are those
 of the `tilesim.traces.ir` dataclasses (``async`` for ``async_``); fields with
 defaults may be left out. So a user can write the schedule of a new kernel by
-hand. `load` checks every field (unknown keys too) and every expression, and
+hand. A launch may also carry ``spill_reload_covers`` (a list of cycles: the waits
+on register-spill reloads per step of its innermost MMA loop, `traces/registers.py`).
+`load` checks every field (unknown keys too) and every expression, and
 evaluates every size for every CTA; a bad file is rejected with one line naming
 the field. `save` writes atomically: a temp file renamed into place.
 """
