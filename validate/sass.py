@@ -7,15 +7,17 @@ Nsight Compute's ``sm__inst_executed`` gives per warp and step (v1's forward at
 d = 64: 1220 in the body, 1188-1227 counted per warp and step).
 
 With the instruction encodings (``nvdisasm -hex``) a body also gets
-``spill_reload_waits``: how many times per iteration a warp stops for register
-spills reloaded from local memory (``LDL``). Each instruction's control bits say
-which scoreboards it waits on and which one its result releases (bits 41-62 of the
-high word: stall count 0-3, yield 4, write barrier 5-7, read barrier 8-10, wait
-mask 11-16; 7 = no barrier); a wait on a scoreboard an ``LDL`` set, since the last
-such wait, is one more round trip to wherever the spilled line is. Reloads issued
-together and waited on together count once. The body is walked twice, counting
-the second pass, so a reload issued near the end of an iteration and used at the
-start of the next one is counted.
+``spill_reload_waits``: one entry per time an iteration's warp stops for register
+spills reloaded from local memory (``LDL``), the issue cycles (stall counts) since
+the reloads it waits for went out, which cover that much of their round trip.
+Each instruction's control bits say which scoreboards it waits on and which one
+its result releases (bits 41-62 of the high word: stall count 0-3, yield 4, write
+barrier 5-7, read barrier 8-10, wait mask 11-16; 7 = no barrier). A wait on a
+scoreboard an ``LDL`` set since the last such wait is one more round trip to
+wherever the spilled line is; reloads issued together and waited on together
+count once. The body is walked twice, counting the second pass, so a reload
+issued near the end of an iteration and used at the start of the next one is
+counted.
 """
 
 from __future__ import annotations
