@@ -136,6 +136,7 @@ class LaunchRun:
         if per_sm < 1:
             raise TilesimError(f"launch {self.launch.name!r}: no CTA fits on an SM")
         self.per_sm = per_sm
+        self.executor.set_issue(per_sm, gpu)
         n = compiled.num_items
         persistent = self.launch.persistent_ctas
         self.persistent = min(persistent, n) if persistent > 0 else 0
@@ -273,6 +274,9 @@ class LaunchRun:
                 self.starts[item] = env._now
             if sm.log is not None:
                 cta.label = f"{name} #{item}"
+            if ex.issue_cta[0]:  # the kernel's instructions outside its MMA loop
+                busy, least = ex.issue_cta
+                yield Timeout(env, ex.issue(sm, env._now, busy, least) - env._now)
             procs = [
                 env.process(ex.run_role(cta, r, nodes))
                 for r, (_, nodes) in enumerate(roles)

@@ -15,9 +15,29 @@ plain stores or read in a layout the MMA cannot use) go through the SM's
 shared-memory pipe after its arithmetic, in the role's chain. Where the compiled
 kernel reloads spilled registers inside its innermost MMA loop
 (``Launch.spill_reload_covers``), each step ends with those waits: an L2 round
-trip at the L2's present load per wait, less the issue cycles that cover it. A pipe serves in
-arrival order with a known service time, so it needs no queue: a request at
-time t starts at ``max(t, free)`` and the pipe is free again at the end of it.
+trip at the L2's present load per wait, less the issue cycles that cover it.
+
+Where the compiled kernel's SASS is known (``Launch.issue_per_step`` and
+``issue_per_cta``, replayed on one warp scheduler by ``validate/issue.py``), the
+instructions its warps issue besides memory and MMA are counted from it instead:
+each step of the innermost MMA loop ends with its issue cycles, and each CTA (each
+work item of a persistent one) starts with those of the rest of the kernel. The
+warp schedulers are the SM's, shared by every warp on it: the replay's time for k
+warps per scheduler (the MMA roles' warps of the CTAs resident on the SM) is the
+schedulers' time for all of them. A role's issue work is its share of that (its
+warps over all); the schedulers serve the warps in turn, so work asked for while
+earlier work is left shares them with it (processor sharing), and it lasts at least
+the replay's time for the role's own warps alone, their dependent chains
+(:meth:`Executor.set_issue`, :meth:`Executor.issue`). Its Vector ops then still book
+their SFU and FP32 time on the vector pipe (the timeline and utilisation show it),
+but the role does not wait for it: the replay already holds the issue and the units'
+throughput of every warp on the scheduler. Their layout conversions wait for the
+shared-memory pipe to be free (its bandwidth is the SM's), not for their own
+transfer, whose instructions the replay counts.
+
+The other pipes serve in arrival order with a known service time, so they need no
+queue: a request at time t starts at ``max(t, free)`` and the pipe is free again at
+the end of it.
 Requests at the same instant are served in the order SimPy runs the processes,
 which is the order they were scheduled: deterministic.
 
@@ -52,13 +72,14 @@ P_TENSOR, P_SFU, P_FP32, P_SMEM = range(4)
 
 
 class SM:
-    __slots__ = ("index", "tensor_free", "vector_free", "smem_free", "log")
+    __slots__ = ("index", "tensor_free", "vector_free", "smem_free", "issue_free", "log")
 
     def __init__(self, index: int, log: list | None = None) -> None:
         self.index = index
         self.tensor_free = 0.0
         self.vector_free = 0.0  # SFU and FP32 work share one timeline
         self.smem_free = 0.0
+        self.issue_free = 0.0  # the warp schedulers (set_issue)
         self.log = log  # timeline: (pipe, start, end, label) busy intervals, or None
 
 
@@ -111,6 +132,18 @@ class RoleState:
         self.cta = None
 
 
+def _at_warps(cycles: tuple, k: float) -> float:
+    """``cycles`` (at 1..4 warps per scheduler) at k warps: linear between, scaled beyond."""
+    if not cycles:
+        return 0.0
+    if k >= 4:
+        return cycles[3] * k / 4
+    if k <= 1:
+        return cycles[0]
+    i = int(k)
+    return cycles[i - 1] + (cycles[i] - cycles[i - 1]) * (k - i) if i < 4 else cycles[3]
+
+
 def _sum(ce, G, L, d: int, a: int, cnt: int):
     """Sum of a compiled expression over iterations a..a+cnt-1 of the loop at depth d."""
     if ce.fn is None:
@@ -147,6 +180,8 @@ class Executor:
         self.tensor_rate = {
             dt: gpu.tensor_flop_per_clk_per_sm(dt, path) * speed for dt in ("fp16", "bf16", "fp8")
         }
+        self.speed = speed
+        self.op_wait = True  # a role waits for its Vector ops' pipe time (not with set_issue)
         self.sfu_cost = 1.0 / (gpu.sfu_ops_per_clk_per_sm * speed)
         self.fp32_cost = 1.0 / (gpu.fp32_ops_per_clk_per_sm * speed)
         self.vector_slowdown = [
@@ -154,6 +189,10 @@ class Executor:
         ]
         self.l2_capacity = gpu.l2_bytes
         self.spill_covers = compiled.launch.spill_reload_covers
+        # issue cycles (set_issue), per role per step of its innermost MMA loop and once
+        # per CTA: (the schedulers' time they take, the least time they take)
+        self.issue_step = [(0.0, 0.0)] * len(compiled.roles)
+        self.issue_cta = (0.0, 0.0)
         self.max_depth = max((_depth(nodes) for _, nodes in compiled.roles), default=0)
         self.active: dict = {}  # running role states (deadlock reports)
         self.resident = lambda: 1  # CTAs on the GPU now; set by the scheduler
@@ -238,13 +277,16 @@ class Executor:
             base = st.path[d]
             p = loop.prefetch
             nxt = 0
-            spills = self.spill_covers if any(n.kind == OP_MMA for n in nodes) else ()
+            has_mma = any(n.kind == OP_MMA for n in nodes)
+            spills = self.spill_covers if has_mma else ()
+            issue, floor = self.issue_step[st.role] if has_mma else (0.0, 0.0)
             if p:  # the loads of the first p iterations are issued before the loop
                 while nxt < len(starts) and starts[nxt] < p:
                     self._prefetch(cta, st, loop, d, base, nxt)
                     nxt += 1
         else:
             spills = ()
+            issue = floor = 0.0
             if depth:
                 d = depth - 1
                 table = st.tables[d]
@@ -338,7 +380,9 @@ class Executor:
                                 if fp32:
                                     log.append((P_FP32, mid, end, cta.label))
                             slow = self.vector_slowdown[st.role]
-                            if slow > 1.0:  # too few warps to issue at the pipes' rate
+                            if not self.op_wait:
+                                end = now  # the issue cycles hold it (set_issue)
+                            elif slow > 1.0:  # too few warps to issue at the pipes' rate
                                 floor = now + (sfu_busy + fp32_busy) * slow
                                 if floor > end:
                                     end = floor
@@ -348,7 +392,10 @@ class Executor:
                             # after the arithmetic that produced it (module docstring)
                             busy = _sum(ce, G, L, d, a, cnt) * mult * self.mem.smem_cost
                             start = sm.smem_free if sm.smem_free > end else end
-                            end = sm.smem_free = start + busy
+                            sm.smem_free = start + busy
+                            # with the issue cycles (set_issue) the conversion's own
+                            # instructions are counted: the role waits only for the pipe
+                            end = start + busy if self.op_wait else start
                             ctr[C_SMEM] += busy
                             if log is not None and busy:
                                 log.append((P_SMEM, start, end, cta.label))
@@ -381,8 +428,56 @@ class Executor:
                     self._mark(cta, (st.role, node.id, ptup))
                 else:  # OP_LOOP
                     yield from self._loop(cta, st, node, depth)
+            if issue:  # the step's issue cycles (module docstring)
+                n = cnt * st.mult
+                ev = Event(env)
+                ev._ok = True
+                ev._value = None
+                env.schedule(ev, NORMAL, self.issue(sm, env._now, issue * n, floor * n) - env._now)
+                yield ev
             if spills:
                 yield from self._spill_reloads(spills, cnt * st.mult)
+
+    def set_issue(self, ctas_per_sm: int, gpu) -> None:
+        """The launch's issue cycles at the warps per scheduler its resident CTAs give
+        (module docstring); its Vector ops then only occupy their pipes."""
+        launch = self.compiled.launch
+        if not (launch.issue_per_step or launch.issue_per_cta):
+            return
+        resident = min(ctas_per_sm, -(-launch.num_ctas // gpu.sm_count))
+        # the warps that run the replayed code: those of the roles with MMAs (a
+        # warp-specialised kernel's load warp is not replayed)
+        per_sched = [
+            role.warps / gpu.warp_schedulers_per_sm if _has_mma(nodes) else 0.0
+            for role, (_, nodes) in zip(launch.program.roles, self.compiled.roles, strict=True)
+        ]
+        k = resident * sum(per_sched)
+        speed = self.speed
+
+        def share(cycles, mine):
+            # the schedulers' time for these warps' share of a full pass of all k, and
+            # their own pass alone
+            return _at_warps(cycles, k) * mine / k / speed, _at_warps(cycles, mine) / speed
+
+        self.issue_step = [share(launch.issue_per_step, m) if m else (0.0, 0.0) for m in per_sched]
+        self.issue_cta = share(launch.issue_per_cta, sum(per_sched))
+        self.op_wait = False
+
+    @staticmethod
+    def issue(sm: SM, now: float, busy: float, least: float) -> float:
+        """When issue work asked for at ``now`` ends. The schedulers serve the warps on
+        the SM in turn, so the work shares them with the work still left from earlier
+        requests (``backlog``): it ends ``busy`` later, plus as much of its own length
+        as the backlog overlaps it (processor sharing between the two), and takes at
+        least ``least``. The schedulers' own time grows by ``busy``."""
+        backlog = sm.issue_free - now
+        if backlog > 0:
+            sm.issue_free += busy
+            end = now + busy + (backlog if backlog < busy else busy)
+        else:
+            sm.issue_free = now + busy
+            end = now + busy
+        return max(end, now + least)
 
     def _spill_reloads(self, covers, steps: float):
         """The waits of ``steps`` loop steps on reloaded spills (module docstring)."""
@@ -646,6 +741,12 @@ def _chain(src, dst) -> None:
         fire()
     else:
         src.callbacks.append(fire)
+
+
+def _has_mma(nodes) -> bool:
+    return any(
+        node.kind == OP_MMA or (node.kind == OP_LOOP and _has_mma(node.body)) for node in nodes
+    )
 
 
 def _depth(nodes) -> int:

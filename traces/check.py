@@ -137,6 +137,12 @@ def _check_launch(launch: Launch, where: str, params: dict, tensors: dict) -> No
     _int(launch.persistent_ctas, f"{where}.persistent_ctas", minimum=0)
     for k, cover in enumerate(launch.spill_reload_covers):
         _int(cover, f"{where}.spill_reload_covers[{k}]", minimum=0)
+    for name in ("issue_per_step", "issue_per_cta"):
+        cycles = getattr(launch, name)
+        if cycles and len(cycles) != 4:
+            raise TilesimError(f"{where}.{name}: needs 4 figures (1-4 warps per scheduler)")
+        for k, value in enumerate(cycles):
+            _number(value, f"{where}.{name}[{k}]")
     if launch.mma_path not in MMA_PATHS:
         raise TilesimError(
             f"{where}.mma_path: unknown path {launch.mma_path!r} "
@@ -285,6 +291,14 @@ def _int(value, where: str, minimum: int | None = 0, maximum: int | None = None)
         raise TilesimError(f"{where}: {value} must be >= {minimum}")
     if maximum is not None and value > maximum:
         raise TilesimError(f"{where}: {value} must be <= {maximum}")
+
+
+def _number(value, where: str) -> None:
+    """A finite, non-negative number of cycles."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TilesimError(f"{where}: {value!r} must be a number")
+    if not value >= 0 or value == float("inf"):
+        raise TilesimError(f"{where}: {value} must be a finite number >= 0")
 
 
 def _bool(value, where: str) -> None:

@@ -120,6 +120,8 @@ _LAUNCH_KEYS = {
     "mma_path": False,
     "persistent_ctas": False,
     "spill_reload_covers": False,
+    "issue_per_step": False,
+    "issue_per_cta": False,
 }
 _TOP_KEYS = {
     "format": True,
@@ -161,11 +163,11 @@ def _launch_to_dict(launch: Launch) -> dict:
         "regs_per_thread": launch.regs_per_thread,
         "mma_path": launch.mma_path,
         "persistent_ctas": launch.persistent_ctas,
-        **(
-            {"spill_reload_covers": list(launch.spill_reload_covers)}
-            if launch.spill_reload_covers
-            else {}
-        ),
+        **{
+            name: list(value)
+            for name in ("spill_reload_covers", "issue_per_step", "issue_per_cta")
+            if (value := getattr(launch, name))
+        },
         "program": {
             "roles": [
                 {"name": r.name, "warps": r.warps, "ops": [_op_to_dict(op) for op in r.ops]}
@@ -297,10 +299,9 @@ def _launch(x, where: str) -> Launch:
         ops = _ops(role["ops"], f"{rw}.ops")
         roles.append(Role(_str(role["name"], f"{rw}.name"), ops, role["warps"]))
     optional = {k: x[k] for k in ("mma_path", "persistent_ctas") if k in x}
-    if "spill_reload_covers" in x:
-        optional["spill_reload_covers"] = tuple(
-            _list(x["spill_reload_covers"], f"{where}.spill_reload_covers")
-        )
+    for name in ("spill_reload_covers", "issue_per_step", "issue_per_cta"):
+        if name in x:
+            optional[name] = tuple(_list(x[name], f"{where}.{name}"))
     return Launch(
         name=_str(x["name"], f"{where}.name"),
         grid=tuple(grid),

@@ -191,6 +191,12 @@ class Launch:
     # spills reloaded from local memory, the cycles it issued for since the reloads went
     # out (compiled SASS, traces/registers.py). Each wait costs an L2 round trip less that.
     spill_reload_covers: tuple[int, ...] = ()
+    # The instructions its warps issue besides memory and MMA, from the compiled SASS
+    # (validate/issue.py, traces/registers.py), in cycles at k = 1..4 warps per scheduler:
+    # per step of its innermost loop with an Mma, and once per CTA for the rest of the
+    # kernel (for a kernel without such a loop, all of it). Empty: the Vector ops' costs.
+    issue_per_step: tuple[float, ...] = ()
+    issue_per_cta: tuple[float, ...] = ()
 
     @property
     def num_ctas(self) -> int:

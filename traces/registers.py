@@ -161,6 +161,130 @@ SPILL_RELOAD_COVERS: dict[tuple, tuple[int, ...]] = {
 # fmt: on
 
 
+# ``issue_key``s -> the kernel's issue cycles at 1..4 warps per scheduler (validate/issue.py on
+# validate/results/*-issue.json): per step of its innermost MMA loop, and once per CTA
+# (the rest of the kernel; all of it where it has no such loop, and then no per-step).
+# For the Gluon v3 (warp-specialised): its consumer partition, its mask once per CTA.
+# fmt: off
+ISSUE_CYCLES: dict[tuple, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    ('standard', 'bwd', 'bwd_dk', 128, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((487.0, 778.0, 1090.5, 1417.0), (1043.0, 1871.0, 2699.0, 3549.0)),
+    ('standard', 'bwd', 'bwd_dk', 128, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((487.0, 778.0, 1090.5, 1417.0), (1043.0, 1871.0, 2699.0, 3549.0)),
+    ('standard', 'bwd', 'bwd_dk', 64, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((559.0, 814.0, 1147.0, 1488.0), (802.0, 1423.0, 2069.0, 2733.0)),
+    ('standard', 'bwd', 'bwd_dk', 64, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((559.0, 814.0, 1147.0, 1488.0), (802.0, 1423.0, 2069.0, 2733.0)),
+    ('standard', 'bwd', 'bwd_dp', 128, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (1142.0, 1800.0, 2521.0, 3282.0)),
+    ('standard', 'bwd', 'bwd_dp', 128, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (1142.0, 1800.0, 2521.0, 3282.0)),
+    ('standard', 'bwd', 'bwd_dp', 64, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (972.0, 1506.0, 2130.0, 2762.0)),
+    ('standard', 'bwd', 'bwd_dp', 64, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (972.0, 1506.0, 2130.0, 2762.0)),
+    ('standard', 'bwd', 'bwd_dq', 128, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((583.0, 706.0, 905.5, 1138.0), (1261.0, 1924.0, 2710.0, 3543.0)),
+    ('standard', 'bwd', 'bwd_dq', 128, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((583.0, 706.0, 905.5, 1138.0), (1261.0, 1924.0, 2710.0, 3543.0)),
+    ('standard', 'bwd', 'bwd_dq', 64, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((413.0, 522.0, 695.0, 867.5), (901.0, 1367.0, 1920.0, 2501.0)),
+    ('standard', 'bwd', 'bwd_dq', 64, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((413.0, 522.0, 695.0, 867.5), (901.0, 1367.0, 1920.0, 2501.0)),
+    ('standard', 'bwd', 'bwd_dv', 128, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((487.0, 778.0, 1090.5, 1417.0), (1043.0, 1871.0, 2699.0, 3549.0)),
+    ('standard', 'bwd', 'bwd_dv', 128, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((487.0, 778.0, 1090.5, 1417.0), (1043.0, 1871.0, 2699.0, 3549.0)),
+    ('standard', 'bwd', 'bwd_dv', 64, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((559.0, 814.0, 1147.0, 1488.0), (802.0, 1423.0, 2069.0, 2733.0)),
+    ('standard', 'bwd', 'bwd_dv', 64, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((559.0, 814.0, 1147.0, 1488.0), (802.0, 1423.0, 2069.0, 2733.0)),
+    ('standard', 'fwd', 'pv', 128, False, 'bf16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((602.0, 727.0, 918.0, 1137.5), (1158.0, 1703.0, 2334.0, 3043.0)),
+    ('standard', 'fwd', 'pv', 128, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((602.0, 727.0, 918.0, 1137.5), (1158.0, 1703.0, 2334.0, 3043.0)),
+    ('standard', 'fwd', 'pv', 128, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((602.0, 727.0, 918.0, 1137.5), (1158.0, 1703.0, 2334.0, 3043.0)),
+    ('standard', 'fwd', 'pv', 64, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((423.0, 534.0, 694.0, 870.5), (876.0, 1299.0, 1801.0, 2380.0)),
+    ('standard', 'fwd', 'pv', 64, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((423.0, 534.0, 694.0, 870.5), (876.0, 1299.0, 1801.0, 2380.0)),
+    ('standard', 'fwd', 'qk', 128, False, 'bf16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (1142.0, 1800.0, 2521.0, 3282.0)),
+    ('standard', 'fwd', 'qk', 128, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (1142.0, 1800.0, 2521.0, 3282.0)),
+    ('standard', 'fwd', 'qk', 128, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (1142.0, 1800.0, 2521.0, 3282.0)),
+    ('standard', 'fwd', 'qk', 64, False, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (972.0, 1506.0, 2130.0, 2762.0)),
+    ('standard', 'fwd', 'qk', 64, True, 'fp16', 128, 128, 8, 2, 'wgmma', None, False):
+        ((), (972.0, 1506.0, 2130.0, 2762.0)),
+    ('v1', 'bwd', 'flash_v1_bwd', 128, False, 'fp16', 64, 64, 8, 1, 'wgmma', None, False):
+        ((3082.0, 4441.0, 6033.0, 7448.5), (1597.0, 2489.0, 3469.0, 4489.0)),
+    ('v1', 'bwd', 'flash_v1_bwd', 128, True, 'fp16', 64, 64, 8, 1, 'wgmma', None, False):
+        ((3279.0, 4760.0, 6297.5, 8003.0), (1634.0, 2560.0, 3547.0, 4578.0)),
+    ('v1', 'bwd', 'flash_v1_bwd', 64, False, 'fp16', 64, 64, 4, 1, 'wgmma', None, False):
+        ((2519.0, 3828.0, 5336.0, 6846.0), (1300.0, 2061.0, 2920.0, 3769.0)),
+    ('v1', 'bwd', 'flash_v1_bwd', 64, True, 'fp16', 64, 64, 4, 1, 'wgmma', None, False):
+        ((2688.0, 4038.0, 5408.0, 6738.0), (1343.0, 2152.0, 2939.0, 3887.0)),
+    ('v1', 'fwd', 'flash_v1', 128, False, 'bf16', 64, 64, 4, 1, 'wgmma', None, False):
+        ((3283.0, 4903.0, 6740.0, 8746.0), (939.0, 1540.0, 2186.0, 2827.0)),
+    ('v1', 'fwd', 'flash_v1', 128, False, 'fp16', 64, 64, 4, 1, 'wgmma', None, False):
+        ((3283.0, 4903.0, 6740.0, 8746.0), (939.0, 1540.0, 2186.0, 2827.0)),
+    ('v1', 'fwd', 'flash_v1', 128, True, 'fp16', 64, 64, 4, 1, 'wgmma', None, False):
+        ((3416.0, 5035.0, 7010.0, 9058.5), (979.0, 1590.0, 2243.0, 2930.0)),
+    ('v1', 'fwd', 'flash_v1', 64, False, 'fp16', 64, 128, 4, 1, 'wgmma', None, False):
+        ((3434.0, 4768.0, 6542.0, 8517.0), (923.0, 1503.0, 2126.0, 2767.0)),
+    ('v1', 'fwd', 'flash_v1', 64, True, 'fp16', 64, 128, 4, 1, 'wgmma', None, False):
+        ((3570.0, 5131.0, 7128.0, 9299.0), (994.0, 1593.0, 2262.0, 2927.0)),
+    ('v2', 'bwd', 'bwd_dkdv', 128, False, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((1013.0, 1465.0, 2040.0, 2579.5), (1899.0, 2759.0, 3739.0, 4794.0)),
+    ('v2', 'bwd', 'bwd_dkdv', 128, True, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((1071.0, 1539.0, 2133.0, 2670.0), (3780.0, 5614.0, 7787.0, 10069.0)),
+    ('v2', 'bwd', 'bwd_dkdv', 64, False, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((896.0, 1325.0, 1855.0, 2383.0), (1090.0, 1617.0, 2184.0, 2792.0)),
+    ('v2', 'bwd', 'bwd_dkdv', 64, True, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((912.0, 1352.0, 1881.0, 2415.0), (2604.0, 3800.0, 5227.0, 6670.0)),
+    ('v2', 'bwd', 'bwd_dq', 128, False, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((708.0, 1120.0, 1579.0, 2038.5), (1148.0, 1730.0, 2391.0, 3114.0)),
+    ('v2', 'bwd', 'bwd_dq', 128, True, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((789.0, 1274.0, 1792.0, 2282.5), (2456.0, 3761.0, 5239.0, 6734.0)),
+    ('v2', 'bwd', 'bwd_dq', 64, False, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((583.0, 980.0, 1369.0, 1727.0), (735.0, 1132.0, 1547.0, 2026.0)),
+    ('v2', 'bwd', 'bwd_dq', 64, True, 'fp16', 64, 64, 4, 3, 'wgmma', None, False):
+        ((588.0, 952.0, 1346.0, 1757.0), (1605.0, 2499.0, 3464.0, 4509.0)),
+    ('v2', 'fwd', 'flash_v2', 128, False, 'bf16', 128, 128, 8, 3, 'wgmma', None, False):
+        ((1364.0, 2034.0, 2667.0, 3273.0), (3822.0, 5740.0, 7751.0, 9783.0)),
+    ('v2', 'fwd', 'flash_v2', 128, False, 'fp16', 128, 128, 8, 3, 'wgmma', None, False):
+        ((1364.0, 2034.0, 2667.0, 3273.0), (3822.0, 5740.0, 7751.0, 9783.0)),
+    ('v2', 'fwd', 'flash_v2', 128, True, 'fp16', 128, 128, 8, 3, 'wgmma', None, False):
+        ((1323.0, 2057.0, 2848.0, 3385.0), (4318.0, 6610.0, 8871.0, 11224.0)),
+    ('v2', 'fwd', 'flash_v2', 64, False, 'fp16', 128, 128, 8, 3, 'wgmma', None, False):
+        ((1248.0, 1951.0, 2623.0, 3195.0), (3424.0, 4962.0, 6585.0, 8135.0)),
+    ('v2', 'fwd', 'flash_v2', 64, True, 'fp16', 128, 128, 8, 3, 'wgmma', None, False):
+        ((1269.0, 1914.0, 2549.0, 3074.0), (3753.0, 5544.0, 7385.0, 9349.0)),
+    ('v3', 'fwd', 'flash_v3', 128, False, 'bf16', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1329.0, 2217.0, 3120.0, 4031.5), (2063.0, 3430.0, 4782.0, 6151.0)),
+    ('v3', 'fwd', 'flash_v3', 128, False, 'fp16', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1329.0, 2217.0, 3120.0, 4031.5), (2063.0, 3430.0, 4782.0, 6151.0)),
+    ('v3', 'fwd', 'flash_v3', 128, False, 'fp8', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1290.0, 2199.0, 3103.5, 4038.0), (2230.0, 3641.0, 5055.0, 6457.0)),
+    ('v3', 'fwd', 'flash_v3', 128, True, 'fp16', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1352.0, 2096.5, 2924.0, 3773.0), (2981.0, 4860.0, 6465.0, 8298.0)),
+    ('v3', 'fwd', 'flash_v3', 128, True, 'fp8', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1311.0, 2119.0, 2997.0, 3854.5), (3082.0, 5075.0, 6772.0, 8432.0)),
+    ('v3', 'fwd', 'flash_v3', 64, False, 'fp16', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1221.0, 2037.0, 2874.0, 3713.0), (1719.0, 2836.0, 3964.0, 5004.0)),
+    ('v3', 'fwd', 'flash_v3', 64, False, 'fp8', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1189.0, 1907.0, 2703.5, 3506.0), (1844.0, 2869.0, 3985.0, 5141.0)),
+    ('v3', 'fwd', 'flash_v3', 64, True, 'fp16', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1234.0, 1933.0, 2710.0, 3499.5), (2657.0, 4234.0, 5593.0, 7005.0)),
+    ('v3', 'fwd', 'flash_v3', 64, True, 'fp8', 128, 128, 8, 3, 'wgmma', None, True):
+        ((1242.0, 2007.0, 2839.5, 3701.0), (2794.0, 4550.0, 5974.0, 7478.0)),
+}
+# fmt: on
+
+
 def key(algo: str, workload: Workload, config: KernelConfig, launch: str) -> tuple:
     w, c = workload, config
     # the softmax kernels compile per row plan (block, passes, warps, ...): their
@@ -188,18 +312,28 @@ def key(algo: str, workload: Workload, config: KernelConfig, launch: str) -> tup
     )
 
 
+def issue_key(algo: str, workload: Workload, config: KernelConfig, launch: str) -> tuple:
+    """``key`` and whether the kernel is warp-specialised: a Gluon v3 and a Triton v3
+    of the same tiles are different code."""
+    return (*key(algo, workload, config, launch), config.warp_specialize)
+
+
 def apply(algo: str, workload: Workload, config: KernelConfig, trace: Trace) -> Trace:
-    """``trace`` with each launch's registers set to its compiled count, and its spill
-    reloads, where known."""
-    if config.warp_specialize:  # the Gluon v3 sets its own (setmaxnreg): none measured
-        return trace
+    """``trace`` with each launch's registers set to its compiled count, its spill
+    reloads and its issue cycles, where known."""
     launches = []
     for launch in trace.launches:
         k = key(algo, workload, config, launch.name)
-        regs = COMPILED_REGS.get(k)
+        # the Gluon v3 sets its partitions' registers itself (setmaxnreg): none measured
+        regs = None if config.warp_specialize else COMPILED_REGS.get(k)
+        step, cta = ISSUE_CYCLES.get(issue_key(algo, workload, config, launch.name), ((), ()))
         if regs is not None:
             launch = dataclasses.replace(
-                launch, regs_per_thread=regs, spill_reload_covers=SPILL_RELOAD_COVERS.get(k, ())
+                launch,
+                regs_per_thread=regs,
+                spill_reload_covers=SPILL_RELOAD_COVERS.get(k, ()),
             )
+        if step or cta:
+            launch = dataclasses.replace(launch, issue_per_step=step, issue_per_cta=cta)
         launches.append(launch)
     return dataclasses.replace(trace, launches=tuple(launches))

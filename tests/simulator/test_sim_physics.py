@@ -14,9 +14,11 @@ import pytest
 import tilesim
 from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
+from tilesim.simulator.scheduler import sm_speed
+from tilesim.simulator.sm import SM, Executor
 from tilesim.traces import Workload, build
 from tilesim.traces.counters import counters
-from tilesim.traces.ir import CtaProgram, Launch, Loop, Mma, Role, TensorSpec, Trace
+from tilesim.traces.ir import CtaProgram, Launch, Loop, Mma, Role, TensorSpec, Trace, Vector
 
 ALGOS = ("standard", "v1", "v2", "v3")
 
@@ -132,19 +134,23 @@ def test_v2_rereads_kv_when_a_head_outgrows_l2():
     assert _v2_reads_over_compulsory(1, 2, 65536) >= 1.25
 
 
-def _spilling_loop(gpu, covers: tuple[int, ...], steps: int = 50) -> Trace:
-    body = (Mma(64, 64, 64, "fp16"),)
+def _toy_loop(body, ctas=1, steps=50, **fields) -> Trace:
+    """One role of 4 warps looping ``steps`` times over ``body``; ``fields`` of the Launch."""
     launch = Launch(
         name="k",
-        grid=(("x", 1),),
+        grid=(("x", ctas),),
         program=CtaProgram((Role("main", (Loop("i", steps, body),), 4),)),
         smem_bytes=0,
         threads=128,
-        regs_per_thread=255,
+        regs_per_thread=128,
         mma_path="wgmma",
-        spill_reload_covers=covers,
+        **fields,
     )
     return Trace("toy", (TensorSpec("A", (1,), "fp16"),), (launch,))
+
+
+def _spilling_loop(gpu, covers: tuple[int, ...]) -> Trace:
+    return _toy_loop((Mma(64, 64, 64, "fp16"),), spill_reload_covers=covers)
 
 
 def test_each_wait_on_spill_reloads_costs_an_l2_round_trip_less_its_cover():
@@ -160,3 +166,48 @@ def test_each_wait_on_spill_reloads_costs_an_l2_round_trip_less_its_cover():
     assert fast - simulate(_spilling_loop(gpu, ()), gpu, fidelity="fast").time_s == (
         pytest.approx(expected, rel=1e-9)
     )
+
+
+def _issue_loop(gpu, step=(), cta=(), ctas=1, vector=True) -> Trace:
+    mma = Mma(16, 16, 16, "fp16")  # 2 tensor cycles: the pipes stay out of the way
+    body = (mma, Vector(exp=64 * 64, fp32=10 * 64 * 64)) if vector else (mma,)
+    return _toy_loop(body, ctas, issue_per_step=step, issue_per_cta=cta)
+
+
+def test_issue_cycles_replace_the_vector_ops_and_follow_the_warps_per_scheduler():
+    gpu = dataclasses.replace(load_gpu("h200"), launch_overhead_s=0.0)
+    speed = sm_speed(_issue_loop(gpu).launches[0], gpu)
+
+    def cycles(trace):
+        return simulate(trace, gpu, fidelity="detailed").time_s * gpu.sm_clock_hz
+
+    base = cycles(_issue_loop(gpu, vector=False))
+    # the Vector ops cost something on their own...
+    assert cycles(_issue_loop(gpu)) > base + 1000
+    # ...and nothing once the issue cycles stand for the kernel's instructions: one CTA
+    # of 4 warps per SM is one warp per scheduler
+    step, cta = (100.0, 160.0, 250.0, 330.0), (1000.0, 1500.0, 2100.0, 2600.0)
+    one = cycles(_issue_loop(gpu, step, cta))
+    assert one - base == pytest.approx((50 * 100 + 1000) / speed, rel=1e-9)
+    # 264 CTAs: two resident per SM, two warps per scheduler. The schedulers are the
+    # SM's: each CTA's work holds them for its half of the k = 2 figures (k = 1 would
+    # give 6100 cycles in all, k = 3 14100), so the two CTAs take at least the
+    # schedulers' time for both, 9500 cycles, and their MMAs (200 cycles in all)
+    # overlap the other's issue
+    two = cycles(_issue_loop(gpu, step, cta, ctas=264))
+    assert (50 * 160 + 1500) / speed <= two < (50 * 160 + 1500 + 200) / speed
+
+
+def test_the_schedulers_share_their_issue_work():
+    sm = SM(0)
+    # idle schedulers: the work takes its length, or its own chain's if longer
+    assert Executor.issue(sm, 0.0, 100.0, 0.0) == 100.0
+    assert sm.issue_free == 100.0
+    # 40 cycles of earlier work left: the two share the schedulers while both run
+    assert Executor.issue(sm, 60.0, 100.0, 0.0) == 60.0 + 100.0 + 40.0
+    assert sm.issue_free == 200.0
+    # a short request inside a long backlog runs at half rate: twice its length
+    assert Executor.issue(sm, 100.0, 30.0, 0.0) == 160.0
+    assert sm.issue_free == 230.0
+    # its own dependent chain can be longer than that
+    assert Executor.issue(sm, 100.0, 30.0, 500.0) == 600.0

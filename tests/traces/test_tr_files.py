@@ -47,11 +47,12 @@ def test_round_trip_persistent(h100, tmp_path):
     assert load(save(trace, tmp_path / "p.trace.json")) == trace
 
 
-def test_round_trip_spill_reloads(gpus, tmp_path):
-    # v1's backward at d = 128 as compiled waits on reloaded spills (traces/registers.py)
+def test_round_trip_spill_reloads_and_issue_cycles(gpus, tmp_path):
+    # v1's backward at d = 128 as compiled waits on reloaded spills (traces/registers.py),
+    # and its issue cycles are known
     w = Workload(1, 2, 512, 512, 128, pass_="bwd")
     trace = build("v1", w, gpus["h200"], KernelConfig(64, 64, 8, 1, "wgmma"))
-    assert trace.launches[0].spill_reload_covers
+    assert trace.launches[0].spill_reload_covers and len(trace.launches[0].issue_per_step) == 4
     assert load(save(trace, tmp_path / "s.trace.json")) == trace
 
 
@@ -159,6 +160,9 @@ MALFORMED = [
     ("param not int", lambda d: d["params"].update(N_q="4k"), "params.N_q: '4k' must be an integer"),
     ("spill covers not a list", lambda d: d["launches"][0].update(spill_reload_covers=7), "launches[0].spill_reload_covers: must be a list"),
     ("negative spill cover", lambda d: d["launches"][0].update(spill_reload_covers=[3, -1]), "launches[0].spill_reload_covers[1]: -1 must be >= 0"),
+    ("issue figures", lambda d: d["launches"][0].update(issue_per_step=[100, 200]), "launches[0].issue_per_step: needs 4 figures"),
+    ("issue not a number", lambda d: d["launches"][0].update(issue_per_cta=["a", 1, 2, 3]), "launches[0].issue_per_cta[0]: 'a' must be a number"),
+    ("negative issue", lambda d: d["launches"][0].update(issue_per_cta=[1, -2, 3, 4]), "launches[0].issue_per_cta[1]: -2 must be a finite number >= 0"),
 ]  # fmt: skip
 
 

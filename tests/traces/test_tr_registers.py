@@ -60,8 +60,6 @@ def test_spill_table_is_what_the_sass_says_and_build_applies_it():
     for path in sorted(RESULTS.glob("*-registers.json")):
         for case in json.loads(path.read_text())["cases"]:
             w, c = Workload(**case["workload"]), KernelConfig(**case["config"])
-            if c.warp_specialize:
-                continue
             launches = build(case["algo"], w, gpu, c).launches
             for launch, kern in zip(launches, case["kernels"][-len(launches) :], strict=True):
                 mma = [x for x in kern["sass_loops"] if "HGMMA" in x["ops"]]
@@ -71,3 +69,27 @@ def test_spill_table_is_what_the_sass_says_and_build_applies_it():
                 if covers:
                     seen[registers.key(case["algo"], w, c, launch.name)] = covers
     assert seen == registers.SPILL_RELOAD_COVERS
+
+
+def test_issue_table_is_the_replay_of_the_compiled_kernels_and_build_applies_it():
+    """ISSUE_CYCLES equals validate/results/*-issue.json (validate/issue.py on the SASS
+    dump), each row on the launch it was compiled for."""
+    gpu = load_gpu("h200")
+    kernels = {}
+    for path in sorted(RESULTS.glob("*-registers.json")):
+        for case in json.loads(path.read_text())["cases"]:
+            kernels[json.dumps([case["algo"], case["workload"], case["config"]])] = len(
+                case["kernels"]
+            )
+    seen = {}
+    for path in sorted(RESULTS.glob("*-issue.json")):
+        for row in json.loads(path.read_text())["kernels"]:
+            w, c = Workload(**row["workload"]), KernelConfig(**row["config"])
+            launches = build(row["algo"], w, gpu, c).launches
+            n = kernels[json.dumps([row["algo"], row["workload"], row["config"]])]
+            launch = launches[row["kernel_index"] - (n - len(launches))]
+            step = tuple(round(x, 1) for x in row.get("loop", ()))
+            cta = tuple(round(x, 1) for x in row.get("rest", row.get("kernel", ())))
+            assert (launch.issue_per_step, launch.issue_per_cta) == (step, cta), launch.name
+            seen[registers.issue_key(row["algo"], w, c, launch.name)] = (step, cta)
+    assert seen == registers.ISSUE_CYCLES
