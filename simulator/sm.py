@@ -451,6 +451,8 @@ class Executor:
             role.warps / gpu.warp_schedulers_per_sm if _has_mma(nodes) else 0.0
             for role, (_, nodes) in zip(launch.program.roles, self.compiled.roles, strict=True)
         ]
+        if not any(per_sched):  # no MMA role (a hand-written trace): all its warps
+            per_sched = [role.warps / gpu.warp_schedulers_per_sm for role in launch.program.roles]
         k = resident * sum(per_sched)
         speed = self.speed
 

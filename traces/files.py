@@ -18,7 +18,10 @@ Op kinds: load, store, mma, vector, wait, arrive, loop — their fields are thos
 of the `tilesim.traces.ir` dataclasses (``async`` for ``async_``); fields with
 defaults may be left out. So a user can write the schedule of a new kernel by
 hand. A launch may also carry ``spill_reload_covers`` (a list of cycles: the waits
-on register-spill reloads per step of its innermost MMA loop, `traces/registers.py`).
+on register-spill reloads per step of its innermost MMA loop, `traces/registers.py`),
+and ``issue_per_step`` and ``issue_per_cta`` (4 cycle counts each, at 1-4 warps per
+scheduler: what its warps issue besides memory and MMAs per step of that loop and
+once per CTA; with them its vector ops only book their pipes, `simulator/sm.py`).
 `load` checks every field (unknown keys too) and every expression, and
 evaluates every size for every CTA; a bad file is rejected with one line naming
 the field. `save` writes atomically: a temp file renamed into place.

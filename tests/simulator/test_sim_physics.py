@@ -198,6 +198,17 @@ def test_issue_cycles_replace_the_vector_ops_and_follow_the_warps_per_scheduler(
     assert (50 * 160 + 1500) / speed <= two < (50 * 160 + 1500 + 200) / speed
 
 
+def test_a_launch_without_mma_pays_its_issue_cycles_per_cta():
+    # a hand-written trace may give issue cycles to a launch with no MMA role: its
+    # warps are then all the CTA's (one per scheduler here), and its Vector ops (over
+    # 1000 cycles of exponentials on their own) only book their pipe
+    gpu = dataclasses.replace(load_gpu("h200"), launch_overhead_s=0.0)
+    vector = (Vector(exp=64 * 64),)
+    assert simulate(_toy_loop(vector), gpu, "detailed").time_s * gpu.sm_clock_hz > 1000
+    paid = simulate(_toy_loop(vector, issue_per_cta=(1000.0, 0, 0, 0)), gpu, "detailed")
+    assert paid.time_s * gpu.sm_clock_hz == pytest.approx(1000.0, rel=1e-9)
+
+
 def test_the_schedulers_share_their_issue_work():
     sm = SM(0)
     # idle schedulers: the work takes its length, or its own chain's if longer
