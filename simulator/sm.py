@@ -141,7 +141,7 @@ def _at_warps(cycles: tuple, k: float) -> float:
     if k <= 1:
         return cycles[0]
     i = int(k)
-    return cycles[i - 1] + (cycles[i] - cycles[i - 1]) * (k - i) if i < 4 else cycles[3]
+    return cycles[i - 1] + (cycles[i] - cycles[i - 1]) * (k - i)
 
 
 def _sum(ce, G, L, d: int, a: int, cnt: int):
