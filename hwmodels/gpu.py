@@ -21,6 +21,8 @@ LATENCY_FIELDS = (
     "hbm_latency_75_cycles",
     "hbm_latency_95_cycles",
     "hbm_tile_extra_cycles",
+    "hbm_tile_extra_2KiB_cycles",
+    "hbm_tile_extra_8KiB_cycles",
 )
 # Busy fractions at which the loaded latencies are given.
 LOADED_LATENCY_POINTS = (0.5, 0.75, 0.95)
@@ -101,6 +103,10 @@ class GPU:
     # A CTA's whole tile from HBM (its plain loads in flight together) arrives this much
     # later than one load would: it waits for the slowest of its requests. SM cycles.
     hbm_tile_extra_cycles: float
+    # A smaller load waits for fewer requests: the extra of a CTA's load of 2 and 8 KiB
+    # (none at 256 B and below, a row's statistics; all of the above from 16 KiB).
+    hbm_tile_extra_2KiB_cycles: float
+    hbm_tile_extra_8KiB_cycles: float
 
     # -- host side ------------------------------------------------------------
     launch_overhead_s: float  # time from one kernel launch to the next, empty kernel
@@ -207,6 +213,16 @@ class GPU:
         for u in LOADED_LATENCY_POINTS:
             points.append((u, getattr(self, f"{base}_{round(100 * u)}_cycles")))
         return tuple(points)
+
+    def tile_extra_curve(self) -> tuple[tuple[float, float], ...]:
+        """((log2 of a CTA's load bytes, extra latency cycles), ...), smallest first: the
+        ``hbm_tile_extra`` fields, 0 at 256 B (interpolate between, flat outside)."""
+        return (
+            (8.0, 0.0),
+            (11.0, self.hbm_tile_extra_2KiB_cycles),
+            (13.0, self.hbm_tile_extra_8KiB_cycles),
+            (14.0, self.hbm_tile_extra_cycles),
+        )
 
     def to_dict(self) -> dict:
         """The fields as plain JSON-able values (no sources), in field order."""

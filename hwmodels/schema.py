@@ -43,6 +43,8 @@ ZERO_ALLOWED = frozenset(
         "tensor_fp8_wgmma_flop_per_clk_per_sm",
         "cta_turnaround_cycles",
         "hbm_tile_extra_cycles",
+        "hbm_tile_extra_2KiB_cycles",
+        "hbm_tile_extra_8KiB_cycles",
     }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
@@ -84,6 +86,8 @@ UNITS: dict[str, str] = {
     "hbm_latency_75_cycles": "SM cycles",
     "hbm_latency_95_cycles": "SM cycles",
     "hbm_tile_extra_cycles": "SM cycles",
+    "hbm_tile_extra_2KiB_cycles": "SM cycles",
+    "hbm_tile_extra_8KiB_cycles": "SM cycles",
     "launch_overhead_s": "s",
     "has_tma": "",
     "has_wgmma": "",
@@ -143,6 +147,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hbm_latency_75_cycles",
             "hbm_latency_95_cycles",
             "hbm_tile_extra_cycles",
+            "hbm_tile_extra_2KiB_cycles",
+            "hbm_tile_extra_8KiB_cycles",
         ),
     ),
     ("host side", ("launch_overhead_s",)),

@@ -21,7 +21,10 @@ stream reads. Past its last point the latency stays flat: there the queue a
 request waits in is the bandwidth share this server already charges. A tile read
 from HBM waits for the slowest of its many requests: ``hbm_tile_extra_cycles``
 more than the chase's single load (`tilesim calibrate`, step ``tile_latency``:
-one CTA per SM streaming tiles with one in flight, on an idle HBM).
+one CTA per SM streaming tiles with one in flight, on an idle HBM); a smaller load
+(per CTA and iteration, its tiles together) waits for fewer requests, less
+(``hbm_tile_extra_2KiB/8KiB_cycles``, interpolated on the log of its bytes; a
+row's statistics, 256 B, wait for none).
 
 The L2 is an LRU over ``(tensor, tile)`` keys with a byte capacity, cold at the
 start. A miss reads HBM and inserts the tile when the read completes. A miss on
@@ -211,6 +214,7 @@ class LoadJob:
         "issue",
         "reps",
         "lead",
+        "extra",
     )
 
     def __init__(self, event, sm, ctr, issue: float, reps: float, lead: float) -> None:
@@ -226,6 +230,7 @@ class LoadJob:
         self.issue = issue
         self.reps = reps  # iterations a coalesced step stands for (1: exact)
         self.lead = lead  # iterations between issue and first use (>= 1)
+        self.extra = 0.0  # what its slowest request adds from HBM (Memory.tile_extra)
 
 
 class Memory:
@@ -238,7 +243,7 @@ class Memory:
         self.write_cost = clock / gpu.hbm_write_Bps
         self.l2_cost = clock / gpu.l2_bandwidth_Bps
         self.hbm_latency = float(gpu.hbm_latency_cycles)  # idle
-        self.tile_extra = float(gpu.hbm_tile_extra_cycles)  # a tile's slowest request
+        self.extra_curve = gpu.tile_extra_curve()  # a load's slowest request, by its size
         self.l2_latency = float(gpu.l2_hit_latency_cycles)
         self.hbm_curve = gpu.latency_curve("hbm")
         self.l2_curve = gpu.latency_curve("l2")
@@ -302,6 +307,7 @@ class Memory:
         if extra_hit:
             total += extra_hit
             hit += extra_hit
+        job.extra = self.tile_extra(total / reps)
         if extra_rule > 0.0:
             more = total * extra_rule
             total += more
@@ -339,24 +345,27 @@ class Memory:
         self._part_done(job, self.env._now, 0.0)
         return total
 
+    def tile_extra(self, nbytes: float) -> float:
+        """What the slowest of the requests of a CTA's load of ``nbytes`` (one iteration's,
+        its tiles together) adds to one load's latency from HBM (``GPU.tile_extra_curve``:
+        nothing for a row's statistics, the most from a 16 KiB tile)."""
+        return interpolate(self.extra_curve, math.log2(nbytes) if nbytes > 1.0 else 0.0)
+
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
         self._insert_fills(job, now)
-        self._part_done(job, now, self._hbm_tile_latency(now))
+        self._part_done(job, now, self._hbm_tile_latency(job, now))
 
-    def _hbm_tile_latency(self, now: float) -> float:
-        """A tile's latency from HBM: one load's at the HBM's present load, plus what the
-        slowest of the tile's requests adds (``hbm_tile_extra_cycles``)."""
-        return interpolate(self.hbm_curve, self.hbm.busy_at(now)) + self.tile_extra
+    def _hbm_tile_latency(self, job: LoadJob, now: float) -> float:
+        """A load's latency from HBM: one load's at the HBM's present load, plus what the
+        slowest of its requests adds (`tile_extra`)."""
+        return interpolate(self.hbm_curve, self.hbm.busy_at(now)) + job.extra
 
     def _insert_fills(self, job: LoadJob, now: float) -> None:
         l2 = self.l2
-        latency = None
         for key, nb in job.keys or ():
             l2.insert(key, nb)
             for waiter in l2.inflight.pop(key, ()):
-                if latency is None:
-                    latency = self._hbm_tile_latency(now)
-                self._part_done(waiter, now, latency)
+                self._part_done(waiter, now, self._hbm_tile_latency(waiter, now))
 
     def _l2_done(self, job: LoadJob, now: float) -> None:
         self._part_done(job, now, interpolate(self.l2_curve, self.l2srv.busy_at(now)))

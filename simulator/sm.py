@@ -31,9 +31,11 @@ the replay's time for the role's own warps alone, their dependent chains
 (:meth:`Executor.set_issue`, :meth:`Executor.issue`). Its Vector ops then still book
 their SFU and FP32 time on the vector pipe (the timeline and utilisation show it),
 but the role does not wait for it: the replay already holds the issue and the units'
-throughput of every warp on the scheduler. Their layout conversions wait for the
-shared-memory pipe to be free (its bandwidth is the SM's), not for their own
-transfer, whose instructions the replay counts.
+throughput of every warp on the scheduler. Their layout conversions still take their
+transfer through the SM's shared-memory pipe: the replay holds a scheduler's
+shared-memory unit 2 cycles per instruction, while the pipe moves 128 B a clock for
+all four schedulers together (a warp's 128-bit access, 512 B, holds it 4 cycles), so
+the replay sees a small part of a conversion's time.
 
 The other pipes serve in arrival order with a known service time, so they need no
 queue: a request at time t starts at ``max(t, free)`` and the pipe is free again at
@@ -393,9 +395,8 @@ class Executor:
                             busy = _sum(ce, G, L, d, a, cnt) * mult * self.mem.smem_cost
                             start = sm.smem_free if sm.smem_free > end else end
                             sm.smem_free = start + busy
-                            # with the issue cycles (set_issue) the conversion's own
-                            # instructions are counted: the role waits only for the pipe
-                            end = start + busy if self.op_wait else start
+                            # (with the issue cycles too: module docstring)
+                            end = start + busy
                             ctr[C_SMEM] += busy
                             if log is not None and busy:
                                 log.append((P_SMEM, start, end, cta.label))

@@ -44,6 +44,10 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
   (the slowest of its requests): 16 CTAs (on an idle HBM) each stream fp16 tiles by
   plain loads, one in flight; per CTA size, seconds per tile extrapolated to zero bytes
   from two tile sizes, less the pointer chase (see :func:`tile_extra_latency`).
+* ``hbm_tile_extra_2KiB_cycles`` / ``_8KiB_`` = the same for a smaller load: CTAs walk a
+  chain of int32 tiles of 256 B, 2 and 8 KiB (each tile's max is the next tile's index,
+  so one is in flight at any size); the seconds per tile over those of 256 B tiles
+  (see :func:`small_load_extra`).
 * ``cta_turnaround_cycles`` = the median gap, in the SM's own cycles, between a CTA's
   last instruction and the first of the CTA that takes its slot (CTAs of 8 warps that
   spin a fixed number of cycles, several waves; see ``microbench.turnaround_gaps``).
@@ -58,6 +62,7 @@ from collections.abc import Callable, Sequence
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS, interpolate
 
+KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
 CALIBRATED_SUFFIX = ".calibrated"
@@ -146,9 +151,10 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
     notes: list[str] = []
     mb = f"micro-benchmark {date}"
 
-    def put(field: str, value: float | int, source: str) -> None:
+    def put(field: str, value: float | int, source: str, when: str = "") -> None:
+        # ``when``: the date of the rows it comes from, where a later run added them
         changes[field] = value
-        sources[field] = f"{mb}: {source}"
+        sources[field] = f"{f'micro-benchmark {when}' if when and when != date else mb}: {source}"
 
     sm_count = base.sm_count
     props = m.get("device_sm_count")
@@ -345,6 +351,19 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             f"median) x {clock / 1e6:.0f} MHz",
         )
 
+    for nbytes, field in SMALL_LOAD_FIELDS:
+        extra = small_load_extra(rows, nbytes)
+        if extra:
+            seconds, seen, when = extra
+            put(
+                field,
+                _sig(max(0.0, seconds) * clock, 3),
+                f"a CTA's chain of {nbytes // KiB} KiB int32 tiles from an idle HBM, one in "
+                f"flight, took {seconds * 1e9:.0f} ns per tile more than one of 256 B tiles "
+                f"(per CTA size: {seen}; median) x {clock / 1e6:.0f} MHz",
+                when,
+            )
+
     row = m.get("launch_do_bench")
     if row:
         put(
@@ -475,7 +494,7 @@ def tile_extra_latency(rows: Sequence[dict], chase: dict | None) -> tuple[float,
         return None
     by_warps: dict[int, list] = {}
     for r in rows:
-        if r["name"].startswith("hbm_tile_"):
+        if r["name"].startswith("hbm_tile_") and not r["name"].startswith(CHASE_TILE):
             by_warps.setdefault(int(r["warps"]), []).append((r["tile_bytes"], r["value"]))
     fits = {}
     for w, points in sorted(by_warps.items()):
@@ -486,6 +505,32 @@ def tile_extra_latency(rows: Sequence[dict], chase: dict | None) -> tuple[float,
         return None
     seen = ", ".join(f"{w} warps {s * 1e9:.0f} ns" for w, s in fits.items())
     return median(list(fits.values())), seen
+
+
+CHASE_TILE = "hbm_tile_chase_"
+SMALL_LOAD_FIELDS = (
+    (2 * KiB, "hbm_tile_extra_2KiB_cycles"),
+    (8 * KiB, "hbm_tile_extra_8KiB_cycles"),
+)
+
+
+def small_load_extra(rows: Sequence[dict], nbytes: int) -> tuple[float, str, str] | None:
+    """(seconds, description, date of its rows or "") a load of ``nbytes`` per CTA from
+    HBM takes beyond one of 256 B (a row's statistics: one request per warp, no slowest
+    of many to wait for), from the chained-tile walks: per CTA size, the difference of
+    their seconds per tile (the walk's own reduction and address arithmetic cancel
+    out); the median over CTA sizes."""
+    by_warps: dict[int, dict] = {}
+    when = ""
+    for r in rows:
+        if r["name"].startswith(CHASE_TILE):
+            by_warps.setdefault(int(r["warps"]), {})[int(r["tile_bytes"])] = r["value"]
+            when = r.get("date", when)
+    diffs = {w: t[nbytes] - t[256] for w, t in sorted(by_warps.items()) if nbytes in t and 256 in t}
+    if not diffs:
+        return None
+    seen = ", ".join(f"{w} warps {s * 1e9:.0f} ns" for w, s in diffs.items())
+    return median(list(diffs.values())), seen, when
 
 
 def check_steps(only: Sequence[str] | None) -> tuple[str, ...]:

@@ -20,8 +20,12 @@ models them.
 For a kernel with an MMA loop, ``loop`` is the cycles per iteration of its
 innermost one (the loop with wgmma, HGMMA or fp8's QGMMA, and the fewest
 instructions), and ``rest`` is the kernel's other instructions replayed once in text
-order. A kernel with MMAs and no loop (standard's ``qk``, ``bwd_dp``) gets
-``kernel``: the whole text once. In a warp-specialised kernel (Gluon v3) each
+order, less its other MMA loops beside that one: v2's masked K/V loop, which a full
+attention never enters and a causal one enters for the block at the diagonal, a step
+of the K/V walk that the simulator charges the loop's cycles; the rest of a causal
+kernel holds what that step issues beyond them, once (``diagonal``). A kernel with
+MMAs and no loop (standard's ``qk``, ``bwd_dp``) gets ``kernel``: the whole text
+once. In a warp-specialised kernel (Gluon v3) each
 partition is its own code between two register reallocations (``setmaxnreg``):
 ``rest`` is then the rest of the partition that runs the loop, and the k warps are
 its MMA warps (the load warp issues a few instructions a step and is not replayed).
@@ -219,10 +223,14 @@ def _without_blocks(ins, labels, a: int, j: int) -> tuple[list, list]:
     return keep, skipped
 
 
-def kernel_issue(text: str, warps: int, masked_blocks: bool = False) -> dict | None:
+def kernel_issue(
+    text: str, warps: int, masked_blocks: bool = False, diagonal: int = 0
+) -> dict | None:
     """The replayed issue cycles of one kernel's SASS (module docstring), or None if it
     has no MMA. ``masked_blocks``: the blocks that branches inside the MMA loop skip run
-    once per CTA, not every step (module docstring)."""
+    once per CTA, not every step. ``diagonal``: iterations per CTA of its other MMA loops
+    (a causal kernel's masked blocks at the diagonal), each costing what it issues beyond
+    a step of the loop (module docstring)."""
     ins, labels = parse(text)
     if not any(x[1].startswith(GMMA) for x in ins):
         return None
@@ -242,14 +250,27 @@ def kernel_issue(text: str, warps: int, masked_blocks: bool = False) -> dict | N
     a, j = min(mma, key=lambda r: r[1] - r[0])
     body = ins[a : j + 1]
     lo, hi = _partition(ins, a, j)
-    rest = ins[lo:a] + ins[j + 1 : hi]
+    # the kernel's other MMA loops (the masked K/V loop beside the unmasked one) are
+    # steps of the same K/V walk, which the loop's cycles charge: not the rest
+    others = [(b, e) for b, e in mma if lo <= b and e < hi and (e < a or b > j)]
+    rest = [
+        x
+        for i, x in enumerate(ins[lo:hi], lo)
+        if not a <= i <= j and not any(b <= i <= e for b, e in others)
+    ]
     if masked_blocks:
         body, skipped = _without_blocks(ins, labels, a, j)
         rest += skipped
+    loop = [replay(body, k, 3, bar) for k in ks]
+    rest_cycles = [replay(rest, k, 2, bar) for k in ks]
+    for b, e in others if diagonal else ():
+        masked = [replay(ins[b : e + 1], k, 3, bar) for k in ks]
+        extra = [diagonal * max(0.0, m - n) for m, n in zip(masked, loop, strict=True)]
+        rest_cycles = [r + x for r, x in zip(rest_cycles, extra, strict=True)]
     return {
-        "loop": [replay(body, k, 3, bar) for k in ks],
+        "loop": loop,
         "loop_instructions": len(body),
-        "rest": [replay(rest, k, 2, bar) for k in ks],
+        "rest": rest_cycles,
         "rest_instructions": len(rest),
     }
 
@@ -261,8 +282,15 @@ def _entry(job):
 def table(cases: list[dict], jobs: int = 2) -> list[dict]:
     """One row per kernel with MMAs: its case, its index among the case's kernels,
     and its replayed cycles."""
+    # a causal kernel's masked loop runs for the block at the diagonal, once per CTA at
+    # the grid's tiles (square: block_m = block_n); a full one's never
     work = [
-        (k["sass"], c["config"]["num_warps"], c["config"]["warp_specialize"])
+        (
+            k["sass"],
+            c["config"]["num_warps"],
+            c["config"]["warp_specialize"],
+            int(c["workload"]["causal"]),
+        )
         for c in cases
         for k in c["kernels"]
     ]

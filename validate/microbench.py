@@ -30,7 +30,7 @@ import triton.language as tl
 from triton.testing import do_bench
 
 from ..errors import TilesimError
-from .calibrate import GiB, MiB, measurement, median
+from .calibrate import GiB, KiB, MiB, measurement, median
 from .metadata import ClockSampler
 
 READ_BLOCK = 2048  # fp32 elements per CTA per step: 8 KiB, 16 B vector loads
@@ -172,6 +172,22 @@ def _stream_tiles(src, out, n_tiles, ROWS: tl.constexpr, COLS: tl.constexpr):
     for t in range(n_tiles):
         acc += tl.load(base + t * ROWS * COLS + r[:, None] * COLS + c[None, :]).to(tl.float32)
     tl.store(out + pid * ROWS + r, tl.sum(acc, 1))
+
+
+@triton.jit
+def _chase_tiles(src, out, n_tiles, SIZE: tl.constexpr):
+    # one CTA walks its own int32 tiles, one in flight: every element of tile k holds
+    # k + 1 and the next tile's address is the max over the whole tile just loaded, so
+    # tile k + 1's loads issue only after the slowest request of tile k is back (a
+    # streaming loop of small tiles gets unrolled: several in flight). Up to 16 elements
+    # per thread: at 32 the H200 build took twice as long per tile (loads serialised)
+    pid = tl.program_id(0)
+    base = src + pid.to(tl.int64) * n_tiles * SIZE
+    offs = tl.arange(0, SIZE)
+    nxt = pid * 0
+    for _ in range(n_tiles):
+        nxt = tl.max(tl.load(base + nxt.to(tl.int64) * SIZE + offs), 0)
+    tl.store(out + pid, nxt)
 
 
 @triton.jit
@@ -758,10 +774,19 @@ class Bench:
                 )
             )
 
-    def tile_latency(self, ctas: int = 16, warps=(4, 8), tiles=((64, 128), (128, 128))) -> None:
-        """Seconds per fp16 tile when each of ``ctas`` CTAs (on as many SMs: the HBM
-        stays nearly idle) streams its own tiles with one in flight (``_stream_tiles``);
-        two tile sizes per CTA size, so that calibrate can take the bytes' share out."""
+    def tile_latency(
+        self,
+        ctas: int = 16,
+        warps=(4, 8),
+        tiles=((64, 128), (128, 128)),
+        small=(256, 2 * KiB, 8 * KiB),
+    ) -> None:
+        """Seconds per tile when each of ``ctas`` CTAs (on as many SMs: the HBM stays
+        nearly idle) loads its own tiles with one in flight. K/V-sized fp16 ``tiles``
+        stream (``_stream_tiles``): two sizes per CTA size, so that calibrate can take the
+        bytes' share out. ``small`` loads (a row's statistics up to a quarter tile) walk
+        a chain (``_chase_tiles``), each CTA's tiles spanning 16 MiB so that every run
+        misses in L2."""
         n_tiles = 256 if self.quick else 1024
         for w in warps:
             for rows, cols in tiles:
@@ -795,6 +820,36 @@ class Bench:
                         tile_bytes=nbytes,
                     )
                 )
+            for nbytes in small:
+                self._chase_tile_row(ctas, w, nbytes)
+
+    def _chase_tile_row(self, ctas: int, warps: int, nbytes: int) -> None:
+        size = nbytes // 4  # int32 elements
+        n_tiles = 16 * MiB // nbytes // (4 if self.quick else 1)
+        src = torch.arange(1, n_tiles + 1, dtype=torch.int32, device="cuda")
+        src = src.repeat_interleave(size).repeat(ctas)
+        out = torch.empty(ctas, dtype=torch.int32, device="cuda")
+        run = functools.partial(
+            _chase_tiles[(ctas,)], src, out, n_tiles, SIZE=size, num_warps=warps, num_stages=1
+        )
+        run()
+        torch.cuda.synchronize()
+        if not bool((out == n_tiles).all()):
+            raise RuntimeError(f"chase_tiles {nbytes} B: walked to {out.tolist()[:4]}")
+        t, s, clock = self.timed(run, min_time_s=0.05, max_calls=64)
+        self.add(
+            measurement(
+                f"hbm_tile_chase_{warps}w_{nbytes}B",
+                t / n_tiles,
+                "s",
+                f"{ctas} CTAs of {warps} warps each walking {n_tiles} int32 tiles of {nbytes} B "
+                "from HBM, the next tile's address read from the last",
+                [x / n_tiles for x in s],
+                clock_MHz=clock,
+                warps=warps,
+                tile_bytes=nbytes,
+            )
+        )
 
     def launch(self) -> None:
         x = torch.empty(1, device="cuda")

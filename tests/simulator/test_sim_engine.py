@@ -38,15 +38,39 @@ def test_one_mma_takes_its_service_time(kit, gpu):
 
 
 def test_a_tile_from_hbm_waits_for_its_slowest_request(kit):
-    # 10000 B: 100 cycles of transfer, latency 500, plus the tile's extra 300; an L2 hit
-    # (the second load of the same tile) pays no extra: 10 cycles + 100
+    # 20000 B: 200 cycles of transfer, latency 500, plus a 16 KiB tile's extra 300; an L2
+    # hit (the second load of the same tile) pays no extra: 20 cycles + 100
     gpu = kit.gpu(hbm_tile_extra_cycles=300.0)
-    ops = [Load("a", "A", (0,), 10_000), mma(deps=("a",))]
+    ops = [Load("a", "A", (0,), 20_000), mma(deps=("a",))]
     p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
-    assert cycles(p) == pytest.approx(100 + 500 + 300 + MMA, rel=1e-12)
-    ops = [Load("a", "A", (0,), 10_000), Wait(("a",)), Load("b", "A", (0,), 10_000)]
+    assert cycles(p) == pytest.approx(200 + 500 + 300 + MMA, rel=1e-12)
+    ops = [Load("a", "A", (0,), 20_000), Wait(("a",)), Load("b", "A", (0,), 20_000)]
     p = simulate(kit.trace((ONE, [("main", ops + [mma(deps=("b",))])])), gpu)
-    assert cycles(p) == pytest.approx(900 + 100 + 100 + MMA, rel=1e-12)  # smem 100..200 after
+    assert cycles(p) == pytest.approx(1000 + 200 + 100 + MMA, rel=1e-12)  # smem 200..400
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "extra"),
+    [
+        (256, 0.0),  # a row's statistics: no slowest of many requests
+        (2048, 40.0),
+        (4096, 100.0),  # halfway from 2 to 8 KiB on the log of the size
+        (8192, 160.0),
+        (12288, 160.0 + 140.0 * math.log2(1.5)),  # between 8 and 16 KiB, likewise
+        (65536, 300.0),  # flat from 16 KiB
+    ],
+)
+def test_a_smaller_load_waits_for_fewer_requests(kit, nbytes, extra):
+    gpu = kit.gpu(
+        hbm_tile_extra_cycles=300.0,
+        hbm_tile_extra_2KiB_cycles=40.0,
+        hbm_tile_extra_8KiB_cycles=160.0,
+    )
+    ops = [Load("a", "A", (0,), nbytes), mma(deps=("a",))]
+    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
+    # the transfer (nbytes / 100 cycles) then the latency and the extra; the shared-memory
+    # writes (500 .. 500 + nbytes / 100) end before that
+    assert cycles(p) == pytest.approx(nbytes / 100 + 500 + extra + MMA, rel=1e-12)
 
 
 def test_load_miss_then_mma(kit, gpu):

@@ -131,3 +131,34 @@ def test_masked_blocks_run_once_per_cta():
     assert every["loop_instructions"] == 9 and every["rest_instructions"] == 1
     assert once["loop_instructions"] == 4 and once["rest_instructions"] == 6
     assert every["loop"][0] - once["loop"][0] == pytest.approx(5 * 4)
+
+
+def test_the_other_mma_loop_is_not_the_rest():
+    # v2's forward: an unmasked K/V loop and a masked one (which a full-attention kernel
+    # never enters); both are steps of the K/V walk that the loop's cycles charge, so
+    # the rest is the prologue's 2 FADDs and the epilogue's 3
+    fadd = ("FADD R1, R1, R2", {"stall": 2})
+    hgmma = ("HGMMA.64x64x16.F32 R24, gdesc[UR4], R24", {})
+    text = _text(
+        [
+            *[fadd] * 2,
+            ".L_x_0:",
+            hgmma,
+            *[fadd] * 4,
+            ("@P0 BRA `(.L_x_0)", {}),
+            ".L_x_1:",
+            hgmma,
+            *[fadd] * 9,
+            ("@P1 BRA `(.L_x_1)", {}),
+            *[fadd] * 3,
+            ("EXIT", {}),
+        ]
+    )
+    out = kernel_issue(text, 4)
+    assert out["loop_instructions"] == 6  # the shorter loop: HGMMA, 4 FADDs, BRA
+    assert out["rest_instructions"] == 2 + 3 + 1  # and EXIT
+    # a causal kernel enters the masked loop once per CTA (the diagonal block): the rest
+    # adds what that pass issues beyond a pass of the loop (5 more FADDs, 2 cycles each)
+    causal = kernel_issue(text, 4, diagonal=1)
+    assert causal["loop"] == out["loop"]
+    assert causal["rest"][0] == pytest.approx(out["rest"][0] + 5 * 2)

@@ -252,6 +252,38 @@ def test_tile_extra_latency_is_the_zero_byte_intercept_less_the_chase():
     assert calibrate.derive_preset(no_chase, base, "d")[0].hbm_tile_extra_cycles == 0.0
 
 
+def _chase_tile(w, nbytes, seconds, **extra):
+    return measurement(
+        f"hbm_tile_chase_{w}w_{nbytes}B", seconds, "s", "walk", warps=w, tile_bytes=nbytes, **extra
+    )
+
+
+def test_small_load_extra_is_over_a_256_byte_tile_of_the_same_walk():
+    # 4 warps: 256 B 450 ns, 2 KiB 510, 8 KiB 640; 8 warps: 460 / 530 / 650 -> 2 KiB
+    # 60 and 70 ns (median 65), 8 KiB 190 and 190; the chase rows do not enter the
+    # streamed tiles' intercept
+    rows = [_tile(8, 16384, 800e-9), _tile(8, 32768, 850e-9)]
+    for w, times in ((4, (450e-9, 510e-9, 640e-9)), (8, (460e-9, 530e-9, 650e-9))):
+        rows += [_chase_tile(w, b, t) for b, t in zip((256, 2048, 8192), times, strict=True)]
+    base = load_gpu("h200")
+    gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d")
+    assert gpu.hbm_tile_extra_2KiB_cycles == pytest.approx(65e-9 * 1.75e9, abs=0.5)  # 3 digits
+    assert gpu.hbm_tile_extra_8KiB_cycles == pytest.approx(190e-9 * 1.75e9, rel=2e-3)
+    assert gpu.hbm_tile_extra_cycles == pytest.approx(350e-9 * 1.75e9, rel=2e-3)
+    assert "4 warps 60 ns, 8 warps 70 ns" in gpu.sources["hbm_tile_extra_2KiB_cycles"]
+    assert gpu.sources["hbm_tile_extra_2KiB_cycles"].startswith("micro-benchmark d:")
+    # rows from a later run (their date stamped by --from-results) say so
+    later = [{**r, "date": "e"} if r["name"].startswith("hbm_tile_chase_") else r for r in rows]
+    gpu = calibrate.derive_preset(_rows() + later, base, "d")[0]
+    assert gpu.sources["hbm_tile_extra_8KiB_cycles"].startswith("micro-benchmark e:")
+    assert gpu.sources["hbm_tile_extra_cycles"].startswith("micro-benchmark d:")
+    # without the 256 B walk there is nothing to take the walk's own cost out of
+    no_base = [r for r in rows if r.get("tile_bytes") != 256 or "chase" not in r["name"]]
+    assert (
+        "hbm_tile_extra_2KiB_cycles" not in calibrate.derive_preset(_rows() + no_base, base, "d")[1]
+    )
+
+
 def test_loaded_latency_needs_the_idle_point():
     rows = _loaded("l2", [(5e12, 3.5e-7), (9e12, 3.6e-7)])  # no 0-stream chase: no curve
     assert calibrate.loaded_latency_curve(rows) == []

@@ -236,7 +236,9 @@ def _derive_from(files: list[Path], base: str | None, preset_out: Path | None, j
         if doc.get("kind") != "calibrate":
             raise TilesimError(f"{path}: not a calibrate results file ({doc.get('kind')!r})")
         meta = meta or doc.get("metadata", {})
-        by_name.update({row["name"]: row for row in doc["measurements"]})
+        when = doc.get("metadata", {}).get("date", "")
+        # each row keeps the date of its run (a field derived from a later run says so)
+        by_name.update({row["name"]: {"date": when, **row} for row in doc["measurements"]})
     rows = list(by_name.values())
     device = (meta.get("device") or {}).get("name", "")
     base_gpu = load_gpu(base or meta.get("base_preset") or cal.base_preset_for(device))
