@@ -362,3 +362,21 @@ def test_from_results_rederives_the_preset_on_the_cpu(tmp_path):
     got = load_gpu(out)
     assert got.sm_clock_hz == want.sm_clock_hz == 1.75e9
     assert got.l2_bandwidth_Bps == want.l2_bandwidth_Bps
+    # a later run's file adds the small loads: their fields carry its date, the rest the first's
+    later = schema.new_results("calibrate", {"date": "2026-12-01", "base_preset": "h200_sxm_141gb"})
+    later["measurements"] = [
+        _chase_tile(w, b, t)
+        for w in (4, 8)
+        for b, t in ((256, 450e-9), (2048, 520e-9), (8192, 640e-9))
+    ]
+    schema.save_results(later, tmp_path / "tile.json")
+    r = subprocess.run(
+        [sys.executable, "-m", "tilesim", "calibrate", "--from-results", str(tmp_path / "cal.json"),
+         "--from-results", str(tmp_path / "tile.json"), "--preset-out", str(out)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = load_gpu(out)
+    assert got.hbm_tile_extra_2KiB_cycles == pytest.approx(70e-9 * 1.75e9, abs=0.5)
+    assert got.sources["hbm_tile_extra_2KiB_cycles"].startswith("micro-benchmark 2026-12-01:")
+    assert got.sources["sm_clock_hz"].startswith("micro-benchmark 2026-11-30:")
