@@ -64,6 +64,10 @@ class GPU:
     smem_bytes_per_sm: int  # shared memory an SM can hand out to resident CTAs
     smem_bytes_per_cta_max: int  # most shared memory one CTA may opt in to
     smem_bandwidth_B_per_clk_per_sm: float  # shared-memory bytes per clock per SM
+    # Bytes per clock an SM's stores leave it at (its CTAs' together): a CTA retires only
+    # once its stores are acknowledged, so a tile written in its epilogue holds it this
+    # long. 0: not modelled (no datasheet gives it; `tilesim calibrate` measures it).
+    store_bandwidth_B_per_clk_per_sm: float
     # SM cycles from a CTA's end to the next CTA's start on its slot (retire, launch)
     cta_turnaround_cycles: float
 

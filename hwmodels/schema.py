@@ -36,7 +36,7 @@ FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
 SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
 # Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8), or (the
-# CTA turnaround, the tile latency beyond one load's) "not modelled".
+# CTA turnaround, the tile latency beyond one load's, the SM's store port) "not modelled".
 ZERO_ALLOWED = frozenset(
     {
         "tensor_fp16_wgmma_flop_per_clk_per_sm",
@@ -45,6 +45,7 @@ ZERO_ALLOWED = frozenset(
         "hbm_tile_extra_cycles",
         "hbm_tile_extra_2KiB_cycles",
         "hbm_tile_extra_8KiB_cycles",
+        "store_bandwidth_B_per_clk_per_sm",
     }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
@@ -63,6 +64,7 @@ UNITS: dict[str, str] = {
     "smem_bytes_per_sm": "B",
     "smem_bytes_per_cta_max": "B",
     "smem_bandwidth_B_per_clk_per_sm": "B/clk/SM",
+    "store_bandwidth_B_per_clk_per_sm": "B/clk/SM",
     "cta_turnaround_cycles": "SM cycles",
     "tensor_fp16_mma_sync_flop_per_clk_per_sm": "FLOP/clk/SM",
     "tensor_fp16_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
@@ -109,6 +111,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "smem_bytes_per_sm",
             "smem_bytes_per_cta_max",
             "smem_bandwidth_B_per_clk_per_sm",
+            "store_bandwidth_B_per_clk_per_sm",
             "cta_turnaround_cycles",
         ),
     ),

@@ -10,16 +10,20 @@ leaves when V reaches V0 + w, and only a heap of those finishing V values is
 needed: O(log n) per arrival or departure, one pending wake-up at a time (stale
 wake-ups are told apart by a generation number).
 
-A latency is added after the transfer, before the data is usable; it overlaps
-with everything else. It depends on how busy the server has been lately: each
-server keeps its busy fraction u as an exponential average over one idle HBM
-latency (the time a request queue takes to turn over), and the latency is
-interpolated on the GPU's loaded-latency curve (``hbm_latency_cycles`` when idle,
-``hbm_latency_50/75/95_cycles`` at u = 0.5/0.75/0.95; the L2's likewise). The
-curve comes from `tilesim calibrate`: a pointer chase timed while other CTAs
-stream reads. Past its last point the latency stays flat: there the queue a
-request waits in is the bandwidth share this server already charges. A tile read
-from HBM waits for the slowest of its many requests: ``hbm_tile_extra_cycles``
+A load is ready when two things have happened, whichever is later: its last byte
+has left the server and flown to the SM (the idle latency, ``hbm_latency_cycles``,
+after its transfer), and its requests have been through the server's queue (the
+*loaded* latency from its issue). The loaded latency depends on how busy the server
+has been lately: each server keeps its busy fraction u as an exponential average
+over one idle HBM latency (the time a request queue takes to turn over), and the
+latency is interpolated on the GPU's loaded-latency curve (``hbm_latency_cycles``
+when idle, ``hbm_latency_50/75/95_cycles`` at u = 0.5/0.75/0.95; the L2's
+likewise). The curve comes from `tilesim calibrate`: a pointer chase timed while
+other CTAs stream reads, so it is one request's queueing behind others' bytes. A
+load's bandwidth share is that same queue: the two overlap, they do not add (a
+burst of 128 CTAs' 40 KB loads waits for the burst to drain, then for the flight
+of its last byte, not for the drain and then a loaded queue again). A tile read
+from HBM then waits for the slowest of its many requests: ``hbm_tile_extra_cycles``
 more than the chase's single load (`tilesim calibrate`, step ``tile_latency``:
 one CTA per SM streaming tiles with one in flight, on an idle HBM); a smaller load
 (per CTA and iteration, its tiles together) waits for fewer requests, less
@@ -34,8 +38,12 @@ second HBM read; it is counted as an L2 hit that waits for the fill (its bytes
 count towards L2 utilisation but do not queue at the L2 server: the fill's data
 is forwarded to every waiter as it arrives). Stores
 write to HBM and insert their tile (write-allocate), so a tile written by one
-launch can hit in the next while it fits. A store completes (its CTA may retire)
-one loaded L2 latency after its transfer: the L2's write acknowledgement.
+launch can hit in the next while it fits. An SM's stores leave it through one
+port at ``store_bandwidth_B_per_clk_per_sm`` (its CTAs' stores in issue order; 0:
+not modelled); a store completes (its CTA may retire) one loaded L2 latency after
+both its port and its HBM transfer: the L2's write acknowledgement (`tilesim
+calibrate`, step ``store_latency``: CTAs that wait for each tile's stores to be
+acknowledged before the next, one per SM, 256 B to 32 KiB).
 """
 
 from __future__ import annotations
@@ -215,12 +223,16 @@ class LoadJob:
         "reps",
         "lead",
         "extra",
+        "flight",
+        "tail",
     )
 
     def __init__(self, event, sm, ctr, issue: float, reps: float, lead: float) -> None:
         self.pending = 1  # released by `Memory.load` once every part is issued
         self.xfer_end = issue  # when the last part's transfer ended
-        self.latency = 0.0  # the longest latency of its parts
+        self.latency = 0.0  # the longest loaded latency of its parts (from issue)
+        self.flight = 0.0  # the longest idle latency of its parts (after their transfer)
+        self.tail = 0.0  # what its slowest request adds after both (HBM parts: `extra`)
         self.event = event
         self.smem_end = 0.0  # when the SM's shared-memory pipe has written the data
         self.smem_busy = 0.0  # how long that takes
@@ -249,6 +261,8 @@ class Memory:
         self.l2_curve = gpu.latency_curve("l2")
         self.smem_rate = gpu.smem_bandwidth_B_per_clk_per_sm
         self.smem_cost = 1.0 / self.smem_rate
+        self.store_rate = gpu.store_bandwidth_B_per_clk_per_sm  # 0: no store port
+        self.store_cost = 1.0 / self.store_rate if self.store_rate else 0.0
         window = self.hbm_latency
         self.hbm = PSServer(env, "hbm", (self.read_cost, self.write_cost), recorder, window)
         self.l2srv = PSServer(env, "l2", (self.l2_cost,), recorder, window)
@@ -260,6 +274,8 @@ class Memory:
         """Shared memory runs on the SM clock: a launch at ``speed`` x sm_clock_hz
         (scheduler.sm_speed) moves that much less per cycle."""
         self.smem_cost = 1.0 / (self.smem_rate * speed)
+        if self.store_rate:
+            self.store_cost = 1.0 / (self.store_rate * speed)
 
     def load(self, sm, items, extra_hit, extra_rule, rule_hits, event, ctr, reps=1.0, lead=1.0):
         """Bring ``items`` ((key, bytes), ...) into ``sm``'s shared memory; trigger ``event``.
@@ -342,7 +358,7 @@ class Memory:
             ctr[C_L2_XFER] += hit
             job.pending += 1
             self.l2srv.add(hit * self.l2_cost, 0, self._l2_done, job)
-        self._part_done(job, self.env._now, 0.0)
+        self._part_done(job, self.env._now, 0.0, 0.0, 0.0)
         return total
 
     def tile_extra(self, nbytes: float) -> float:
@@ -353,38 +369,57 @@ class Memory:
 
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
         self._insert_fills(job, now)
-        self._part_done(job, now, self._hbm_tile_latency(job, now))
+        self._hbm_part_done(job, now)
 
-    def _hbm_tile_latency(self, job: LoadJob, now: float) -> float:
-        """A load's latency from HBM: one load's at the HBM's present load, plus what the
-        slowest of its requests adds (`tile_extra`)."""
-        return interpolate(self.hbm_curve, self.hbm.busy_at(now)) + job.extra
+    def _hbm_part_done(self, job: LoadJob, now: float) -> None:
+        """A load's part from HBM is in: one load's latency at the HBM's present load,
+        the idle one after the transfer, and what the slowest of its requests adds
+        (`tile_extra`)."""
+        loaded = interpolate(self.hbm_curve, self.hbm.busy_at(now))
+        self._part_done(job, now, loaded, self.hbm_latency, job.extra)
 
     def _insert_fills(self, job: LoadJob, now: float) -> None:
         l2 = self.l2
         for key, nb in job.keys or ():
             l2.insert(key, nb)
             for waiter in l2.inflight.pop(key, ()):
-                self._part_done(waiter, now, self._hbm_tile_latency(waiter, now))
+                self._hbm_part_done(waiter, now)
 
     def _l2_done(self, job: LoadJob, now: float) -> None:
-        self._part_done(job, now, interpolate(self.l2_curve, self.l2srv.busy_at(now)))
+        loaded = interpolate(self.l2_curve, self.l2srv.busy_at(now))
+        self._part_done(job, now, loaded, self.l2_latency, 0.0)
 
-    def _part_done(self, job: LoadJob, now: float, latency: float) -> None:
+    def _part_done(
+        self, job: LoadJob, now: float, loaded: float, flight: float, tail: float
+    ) -> None:
+        """Part of ``job`` is in at ``now`` (its transfer ended): ``loaded`` latency from
+        the job's issue, ``flight`` after the transfer, ``tail`` after both."""
         if now > job.xfer_end:
             job.xfer_end = now
-        if latency > job.latency:
-            job.latency = latency
+        if loaded > job.latency:
+            job.latency = loaded
+        if flight > job.flight:
+            job.flight = flight
+        if tail > job.tail:
+            job.tail = tail
         job.pending -= 1
         if job.pending:
             return
-        lat = job.latency
-        ready = job.xfer_end + lat
+        # the queue its requests wait in and its bandwidth share overlap (module doc)
+        lat, flight, tail = job.latency, job.flight, job.tail
+        ready = job.xfer_end + flight
+        if job.issue + lat > ready:
+            ready = job.issue + lat
+        ready += tail
         if job.reps > 1.0:
+            # c = reps iterations, each waiting max(X + flight, lat) + tail for its own
+            # tiles (X = d / c), issued lead iterations early
             d = job.xfer_end - job.issue
             if job.smem_busy > d:
                 d = job.smem_busy  # each tile streams in no faster than smem takes it
-            spread = job.issue + (job.reps * lat + d) / job.lead
+            c = job.reps
+            own = d + c * flight if d + c * flight > c * lat else c * lat
+            spread = job.issue + (own + c * tail) / job.lead
             if spread > ready:
                 ready = spread
         # Every part is here, and written into shared memory.
@@ -396,11 +431,12 @@ class Memory:
 
     # -- stores --------------------------------------------------------------------
 
-    def store(self, items, extra_rep, extra_rule, rule_hits: bool, callback, arg, ctr) -> None:
-        """Write ``items`` to HBM (and allocate them in L2); ``callback(arg, now)`` after.
+    def store(self, sm, items, extra_rep, extra_rule, rule_hits: bool, callback, arg, ctr):
+        """Write ``items`` from ``sm`` to HBM (and allocate them in L2); ``callback(arg,
+        now)`` once acknowledged.
 
         ``extra_rep`` bytes / ``extra_rule`` times more writes of the same tiles,
-        as in `load`.
+        as in `load`. Returns the bytes of lines it allocates.
         """
         total = extra_rep
         entries = self.l2.entries
@@ -420,11 +456,23 @@ class Memory:
                 self.l2.insert(key, nb)
             callback(arg, self.env._now)
         else:
-            self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg))
+            port = 0.0  # when the SM's store port has sent it (0: no port)
+            if self.store_rate:
+                now = self.env._now
+                start = now if now > sm.store_free else sm.store_free
+                port = sm.store_free = start + total * self.store_cost
+            self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg, port))
         return touched
 
     def _store_done(self, state, now: float) -> None:
-        items, callback, arg = state
+        items, callback, arg, port = state
+        if port > now:  # the HBM took it faster than the SM's port could send it
+            ev = Event(self.env)
+            ev._ok = True
+            ev._value = None
+            ev.callbacks.append(lambda _ev: self._store_done((items, callback, arg, 0.0), port))
+            self.env.schedule(ev, NORMAL, port - now)
+            return
         l2 = self.l2
         for key, nb in items:
             l2.insert(key, nb)

@@ -74,13 +74,22 @@ P_TENSOR, P_SFU, P_FP32, P_SMEM = range(4)
 
 
 class SM:
-    __slots__ = ("index", "tensor_free", "vector_free", "smem_free", "issue_free", "log")
+    __slots__ = (
+        "index",
+        "tensor_free",
+        "vector_free",
+        "smem_free",
+        "store_free",
+        "issue_free",
+        "log",
+    )
 
     def __init__(self, index: int, log: list | None = None) -> None:
         self.index = index
         self.tensor_free = 0.0
         self.vector_free = 0.0  # SFU and FP32 work share one timeline
         self.smem_free = 0.0
+        self.store_free = 0.0  # its store port (Memory.store)
         self.issue_free = 0.0  # the warp schedulers (set_issue)
         self.log = log  # timeline: (pipe, start, end, label) busy intervals, or None
 
@@ -700,7 +709,7 @@ class Executor:
                 if ev is not None and ev.callbacks is not None:
                     pending.append(ev)
         cta.stores += 1
-        args = (items, extra, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
+        args = (cta.sm, items, extra, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
         if not pending:
             cta.touched += self.mem.store(*args)
             return
@@ -712,7 +721,7 @@ class Executor:
         state[0] -= 1
         if state[0] == 0:
             args = state[1]
-            args[5].touched += self.mem.store(*args)
+            args[6].touched += self.mem.store(*args)
 
     def _store_done(self, cta: Cta, now: float) -> None:
         cta.stores -= 1

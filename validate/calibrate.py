@@ -48,6 +48,11 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
   chain of int32 tiles of 256 B, 2 and 8 KiB (each tile's max is the next tile's index,
   so one is in flight at any size); the seconds per tile over those of 256 B tiles
   (see :func:`small_load_extra`).
+* ``store_bandwidth_B_per_clk_per_sm`` = the rate an SM's stores leave it at: CTAs (one
+  per SM, an idle HBM) write chains of int32 tiles of 256 B to 32 KiB, each tile's
+  stores acknowledged (a fence, then a barrier) before the next; per CTA size, bytes
+  over seconds between the two largest tiles, at the run's SM clock (see
+  :func:`store_port_rate`).
 * ``cta_turnaround_cycles`` = the median gap, in the SM's own cycles, between a CTA's
   last instruction and the first of the CTA that takes its slot (CTAs of 8 warps that
   spin a fixed number of cycles, several waves; see ``microbench.turnaround_gaps``).
@@ -364,6 +369,18 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
                 when,
             )
 
+    port = store_port_rate(rows)
+    if port:
+        per_clk, seen, when = port
+        put(
+            "store_bandwidth_B_per_clk_per_sm",
+            _sig(per_clk, 3),
+            f"a CTA's tiles written to an idle HBM, each acknowledged before the next: per CTA "
+            f"size, bytes over seconds between its two largest tiles ({seen}), over the SM "
+            f"clock of the run; median",
+            when,
+        )
+
     row = m.get("launch_do_bench")
     if row:
         put(
@@ -482,6 +499,7 @@ STEPS = (
     "launch",
     "turnaround",
     "tile_latency",
+    "store_latency",
 )
 
 
@@ -533,6 +551,38 @@ def small_load_extra(rows: Sequence[dict], nbytes: int) -> tuple[float, str, str
     return median(list(diffs.values())), seen, when
 
 
+STORE_CHAIN = "hbm_store_chain_"
+
+
+def store_port_rate(rows: Sequence[dict]) -> tuple[float, str, str] | None:
+    """(bytes per SM clock, description, date of its rows or "") an SM's stores leave it
+    at, from the store chains (`microbench.Bench.store_latency`): per CTA size, the
+    bytes between its two largest tiles over the seconds between them (the fence, the
+    barrier and the acknowledgement's latency cancel out), at the SM clock of the run;
+    the median over CTA sizes."""
+    by_warps: dict[int, list] = {}
+    when = ""
+    for r in rows:
+        if r["name"].startswith(STORE_CHAIN):
+            by_warps.setdefault(int(r["warps"]), []).append(r)
+            when = r.get("date", when)
+    rates, seen = [], []
+    for w, rs in sorted(by_warps.items()):
+        if len(rs) < 2:
+            continue
+        a, b = sorted(rs, key=lambda r: r["tile_bytes"])[-2:]
+        dt = b["value"] - a["value"]
+        hz = _clock_of(b, _clock_of(a, 0.0))  # a short run may have no nvidia-smi sample
+        if dt <= 0 or not hz:
+            continue
+        bps = (b["tile_bytes"] - a["tile_bytes"]) / dt
+        rates.append(bps / hz)
+        seen.append(f"{w} warps {bps / 1e9:.1f} GB/s at {hz / 1e6:.0f} MHz")
+    if not rates:
+        return None
+    return median(rates), ", ".join(seen), when
+
+
 def check_steps(only: Sequence[str] | None) -> tuple[str, ...]:
     if not only:
         return STEPS
@@ -581,6 +631,7 @@ def run_calibration(
             ("launch", "launch overhead", bench.launch),
             ("turnaround", "CTA turnaround on an SM slot", bench.turnaround),
             ("tile_latency", "HBM tile latency, one CTA per SM", bench.tile_latency),
+            ("store_latency", "store acknowledgement, one CTA per SM", bench.store_latency),
         )
         for key, title, step in steps:
             if key not in chosen:

@@ -191,6 +191,24 @@ def _chase_tiles(src, out, n_tiles, SIZE: tl.constexpr):
 
 
 @triton.jit
+def _store_chain(dst, n_tiles, SIZE: tl.constexpr):
+    # one CTA writes its own int32 tiles (tile t holds t + its offsets), one in flight:
+    # after a tile's stores every thread fences (waits until its writes are acknowledged,
+    # as a CTA's retirement waits for its stores) and the next tile's addresses depend on
+    # the fence's result, so tile t + 1 issues only once tile t is acknowledged
+    pid = tl.program_id(0)
+    base = dst + pid.to(tl.int64) * n_tiles * SIZE
+    offs = tl.arange(0, SIZE)
+    zero = pid * 0
+    for t in range(n_tiles):
+        tl.store(base + (t + zero) * SIZE + offs, offs + t)  # (t + zero) * SIZE: 16 B stores
+        zero = tl.inline_asm_elementwise(
+            "fence.acq_rel.gpu;\n\tmov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1
+        )
+        tl.debug_barrier()
+
+
+@triton.jit
 def _chase(next_ptr, pos_ptr, steps):
     # start where the previous launch stopped: a chase through HBM never revisits
     # (and so never hits in L2) until it has gone round the whole cycle
@@ -850,6 +868,45 @@ class Bench:
                 tile_bytes=nbytes,
             )
         )
+
+    def store_latency(
+        self, ctas: int = 16, warps=(4, 8), sizes=(256, 2 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
+    ):
+        """Seconds per tile when each of ``ctas`` CTAs (on as many SMs: the HBM stays
+        nearly idle) writes its own int32 tiles with one in flight, each acknowledged
+        before the next (``_store_chain``), spanning 16 MiB per CTA (nothing is
+        rewritten while it could still sit in L2). ``calibrate`` takes what a tile of
+        each size takes over one of 256 B: what a CTA's stores of that size add to its
+        wait for their acknowledgement."""
+        for w in warps:
+            for nbytes in sizes:
+                size = nbytes // 4
+                n_tiles = 16 * MiB // nbytes // (4 if self.quick else 1)
+                dst = torch.full((ctas * n_tiles * size,), -1, dtype=torch.int32, device="cuda")
+                run = functools.partial(
+                    _store_chain[(ctas,)], dst, n_tiles, SIZE=size, num_warps=w, num_stages=1
+                )
+                run()
+                torch.cuda.synchronize()
+                want = torch.arange(size, dtype=torch.int32, device="cuda")
+                got = dst.view(ctas, n_tiles, size)
+                for c, t in ((0, 0), (ctas - 1, n_tiles - 1)):
+                    if not bool((got[c, t] == want + t).all()):
+                        raise RuntimeError(f"store_chain {nbytes} B: CTA {c} tile {t} wrong")
+                t, s, clock = self.timed(run, min_time_s=0.05, max_calls=64)
+                self.add(
+                    measurement(
+                        f"hbm_store_chain_{w}w_{nbytes}B",
+                        t / n_tiles,
+                        "s",
+                        f"{ctas} CTAs of {w} warps each writing {n_tiles} int32 tiles of "
+                        f"{nbytes} B, each acknowledged (fence.acq_rel.gpu) before the next",
+                        [x / n_tiles for x in s],
+                        clock_MHz=clock,
+                        warps=w,
+                        tile_bytes=nbytes,
+                    )
+                )
 
     def launch(self) -> None:
         x = torch.empty(1, device="cuda")

@@ -52,6 +52,7 @@ TOY = dict(
     hbm_tile_extra_cycles=0.0,
     hbm_tile_extra_2KiB_cycles=0.0,
     hbm_tile_extra_8KiB_cycles=0.0,
+    store_bandwidth_B_per_clk_per_sm=0.0,
     launch_overhead_s=0.0,
     has_tma=True,
     has_wgmma=True,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import simpy
 
+from tilesim.hwmodels import load_gpu
 from tilesim.hwmodels.gpu import interpolate
-from tilesim.simulator.memory import L2Cache, PSServer
+from tilesim.simulator.memory import N_COUNTERS, L2Cache, Memory, PSServer
+from tilesim.simulator.sm import SM
 from tilesim.simulator.steps import StepTables
 
 
@@ -115,3 +118,92 @@ def test_latency_is_read_off_the_loaded_curve():
     assert interpolate(curve, 0.85) == pytest.approx(2500.0)
     assert interpolate(curve, 0.99) == 3000.0  # flat past the last point
     assert interpolate(((0.0, 500.0),), 0.9) == 500.0
+
+
+# -- loads and stores through Memory ------------------------------------------------------
+# A GPU whose HBM latency climbs steeply with load (500 idle, 3000 cycles at 95% busy),
+# no tile extra, so that the drain and the queue are told apart.
+STEEP = dict(
+    hbm_latency_cycles=500.0,
+    hbm_latency_50_cycles=1500.0,
+    hbm_latency_75_cycles=2000.0,
+    hbm_latency_95_cycles=3000.0,
+    hbm_tile_extra_cycles=0.0,
+    hbm_tile_extra_2KiB_cycles=0.0,
+    hbm_tile_extra_8KiB_cycles=0.0,
+)
+
+
+def _memory(**fields):
+    env = simpy.Environment()
+    gpu = dataclasses.replace(load_gpu("h200"), **{**STEEP, **fields})
+    return env, Memory(env, gpu)
+
+
+def _load_at(env, mem, sm, key, nbytes, at, ready):
+    def go():
+        yield env.timeout(at)
+        ev = simpy.Event(env)
+        ev.callbacks.append(lambda _ev: ready.__setitem__(key, env.now))
+        mem.load(sm, ((key, nbytes),), 0, 0.0, False, ev, [0.0] * N_COUNTERS)
+
+    env.process(go())
+
+
+def test_a_burst_waits_for_its_drain_then_the_flight_not_a_loaded_queue_on_top():
+    # 256 CTAs load 64 KiB each at once: processor sharing ends them all at the drain D;
+    # each is ready one idle latency later (the queue it waited in is the drain itself)
+    env, mem = _memory()
+    ready = {}
+    for i in range(256):
+        _load_at(env, mem, SM(i), ("t", i), 65536, 0.0, ready)
+    env.run()
+    drain = 256 * 65536 * mem.read_cost
+    assert drain > 3000.0  # longer than the loaded latency: the drain decides
+    assert sorted(ready.values()) == pytest.approx([drain + 500.0] * 256, rel=1e-9)
+
+
+def test_a_small_load_into_a_busy_hbm_waits_the_loaded_latency():
+    # a long transfer keeps the HBM busy; a 256 B load issued later gets through its
+    # share at once and is ready the loaded latency after its issue
+    env, mem = _memory()
+    ready = {}
+    _load_at(env, mem, SM(0), "big", 1 << 30, 0.0, ready)
+    _load_at(env, mem, SM(1), "row", 256, 2000.0, ready)
+    env.run(until=20000.0)
+    busy = mem.hbm.busy_at(2000.0)
+    assert busy > 0.9
+    want = 2000.0 + interpolate(mem.hbm_curve, busy)
+    assert ready["row"] == pytest.approx(want, rel=1e-3)
+    assert ready["row"] > 2000.0 + 2500.0  # not the idle 500
+
+
+def _store_at(env, mem, sm, key, nbytes, acked):
+    def done(arg, now):
+        acked[arg] = now
+
+    mem.store(sm, ((key, nbytes),), 0.0, 0.0, False, done, key, [0.0] * N_COUNTERS)
+
+
+@pytest.mark.parametrize("rate", [32.0, 0.0])
+def test_an_sms_stores_leave_through_its_port_in_issue_order(rate):
+    # two 32 KiB stores from one SM at 32 B/clk: the port sends them by 1024 and 2048
+    # cycles (the idle HBM takes them in ~15 each); one from another SM has its own
+    # port. Each is acknowledged an L2 latency after its port and HBM transfers; with
+    # no port (0), after its HBM transfer.
+    env, mem = _memory(store_bandwidth_B_per_clk_per_sm=rate)
+    acked = {}
+    a, b = SM(0), SM(1)
+    _store_at(env, mem, a, "a1", 32768, acked)
+    _store_at(env, mem, a, "a2", 32768, acked)
+    _store_at(env, mem, b, "b1", 32768, acked)
+    env.run()
+    l2 = mem.l2_latency  # the L2 is idle: no loads
+    if rate:
+        assert acked["a1"] == pytest.approx(1024.0 + l2)
+        assert acked["a2"] == pytest.approx(2048.0 + l2)
+        assert acked["b1"] == pytest.approx(1024.0 + l2)
+    else:
+        hbm = 3 * 32768 * mem.write_cost  # three equal transfers sharing the HBM
+        assert sorted(acked.values()) == pytest.approx([hbm + l2] * 3)
+        assert hbm < 100.0

@@ -284,6 +284,35 @@ def test_small_load_extra_is_over_a_256_byte_tile_of_the_same_walk():
     )
 
 
+def _store_chain(w, nbytes, seconds, **extra):
+    return measurement(
+        f"hbm_store_chain_{w}w_{nbytes}B",
+        seconds,
+        "s",
+        "chain",
+        warps=w,
+        tile_bytes=nbytes,
+        **extra,
+    )
+
+
+def test_store_port_rate_is_bytes_over_seconds_between_the_two_largest_tiles():
+    # 4 warps: 16 -> 32 KiB in 300 ns (54.6 GB/s), at 1820 MHz: 30.0 B/clk; 8 warps:
+    # 400 ns (41.0 GB/s) at 2048 MHz: 20.0 B/clk; the smaller tiles (fixed costs) do not
+    # enter; the 32 KiB row without a clock sample takes its partner's
+    rows = [_store_chain(4, 256, 270e-9, clock_MHz=1820.0)]
+    rows += [_store_chain(4, 16384, 700e-9, clock_MHz=1820.0), _store_chain(4, 32768, 1000e-9)]
+    rows += [_store_chain(8, 2048, 9e-6, clock_MHz=2048.0)]
+    rows += [_store_chain(8, b, t, clock_MHz=2048.0) for b, t in ((16384, 7e-7), (32768, 11e-7))]
+    base = load_gpu("h200")
+    gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d")
+    assert gpu.store_bandwidth_B_per_clk_per_sm == pytest.approx(25.0, rel=2e-3)  # median
+    assert "4 warps 54.6 GB/s at 1820 MHz" in gpu.sources["store_bandwidth_B_per_clk_per_sm"]
+    # without the chains the datasheet's 0 (no port) stays
+    assert "store_bandwidth_B_per_clk_per_sm" not in calibrate.derive_preset(_rows(), base, "d")[1]
+    assert base.store_bandwidth_B_per_clk_per_sm == 0.0
+
+
 def test_loaded_latency_needs_the_idle_point():
     rows = _loaded("l2", [(5e12, 3.5e-7), (9e12, 3.6e-7)])  # no 0-stream chase: no curve
     assert calibrate.loaded_latency_curve(rows) == []
