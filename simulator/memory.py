@@ -368,22 +368,21 @@ class Memory:
         return interpolate(self.extra_curve, math.log2(nbytes) if nbytes > 1.0 else 0.0)
 
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
-        self._insert_fills(job, now)
-        self._hbm_part_done(job, now)
-
-    def _hbm_part_done(self, job: LoadJob, now: float) -> None:
-        """A load's part from HBM is in: one load's latency at the HBM's present load,
-        the idle one after the transfer, and what the slowest of its requests adds
-        (`tile_extra`)."""
-        loaded = interpolate(self.hbm_curve, self.hbm.busy_at(now))
+        loaded = self._insert_fills(job, now)
         self._part_done(job, now, loaded, self.hbm_latency, job.extra)
 
-    def _insert_fills(self, job: LoadJob, now: float) -> None:
+    def _insert_fills(self, job: LoadJob, now: float) -> float:
+        """Insert ``job``'s missed tiles in L2 and release the loads that joined their
+        fills: each part is in from HBM, one load's latency at the HBM's present load
+        (returned), the idle one after the transfer, and what the slowest of its own
+        requests adds (`tile_extra`)."""
         l2 = self.l2
+        loaded = interpolate(self.hbm_curve, self.hbm.busy_at(now))
         for key, nb in job.keys or ():
             l2.insert(key, nb)
             for waiter in l2.inflight.pop(key, ()):
-                self._hbm_part_done(waiter, now)
+                self._part_done(waiter, now, loaded, self.hbm_latency, waiter.extra)
+        return loaded
 
     def _l2_done(self, job: LoadJob, now: float) -> None:
         loaded = interpolate(self.l2_curve, self.l2srv.busy_at(now))
