@@ -266,7 +266,7 @@ def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[
                 and w.pass_ == "fwd"  # the external schedules describe forward kernels
             ):
                 algo, config_fn = EXTERNAL_SCHEDULES[row["impl"]]
-                cfg = config_fn(w.head_dim)
+                cfg = config_fn(w)
                 if cfg is not None:
                     ext.append(Point(name, row["impl"], algo, w, cfg, row["time_s"]))
     return own, ext

@@ -77,7 +77,7 @@ def files(tmp_path_factory):
 
     bench = schema.new_results("bench", META)
     w = SHAPES["b"]
-    flash = predict_point("h200", "v2", w, grid.sdpa_flash_config(64))["time_s"]
+    flash = predict_point("h200", "v2", w, grid.sdpa_flash_config(w))["time_s"]
     bench["measurements"] += [
         schema.kernel_record(
             None, w, None, "ok", time_s=flash / (1 + FLASH_ERROR), impl="sdpa-flash"

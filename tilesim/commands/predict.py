@@ -23,7 +23,7 @@ from ..hwmodels import GPU
 from ..simulator import FIDELITIES, Prediction, simulate
 from ..simulator.timeline import DEFAULT_MAX_SMS
 from ..traces import build
-from ..traces.config import check_algo
+from ..traces.config import check_algo, describe_config
 from ..traces.files import load
 from ..traces.workload import ALGOS, HEAD_DIMS, Workload
 from .common import (
@@ -54,6 +54,7 @@ from .trace import (
     AlgoOpt,
     BlockMOpt,
     BlockNOpt,
+    ConfigOpt,
     PathOpt,
     PersistentOpt,
     PingpongOpt,
@@ -124,6 +125,7 @@ def predict_cmd(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    config_name: ConfigOpt = None,
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
     num_warps: WarpsOpt = None,
@@ -149,6 +151,7 @@ def predict_cmd(
         algo,
         workload,
         hw,
+        config_name,
         block_m=block_m,
         block_n=block_n,
         num_warps=num_warps,
@@ -159,7 +162,10 @@ def predict_cmd(
         warp_specialize=warp_specialize,
     )
     trace = build(algo, workload, hw, config)
-    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt)
+    schedule = describe_config(algo, workload, hw, config)
+    _run_and_show(
+        trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt, schedule
+    )
 
 
 def replay_cmd(
@@ -180,8 +186,9 @@ def replay_cmd(
 
 
 def _run_and_show(
-    trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window, gantt=None
+    trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window, gantt=None, schedule=None
 ) -> None:
+    """Simulate ``trace`` and show it; ``schedule``: which kernel runs its config."""
     _check_fidelity(fidelity)
     for option, path in (("--timeline", timeline), ("--gantt", gantt)):
         if path is not None and not path.parent.is_dir():
@@ -204,9 +211,9 @@ def _run_and_show(
 
         draw_gantt(pred, gantt, sms=min(4, max(timeline_sms, 1)))
     if as_json:
-        print_json(pred.to_dict())
+        print_json({**pred.to_dict(), **({"schedule": schedule} if schedule else {})})
         return
-    _show(pred, hw)
+    _show(pred, hw, schedule)
     if timeline is not None:
         console.print(f"timeline: {timeline} (open it at https://ui.perfetto.dev)")
     if gantt is not None:
@@ -232,7 +239,7 @@ def _window(text: str | None) -> tuple[float, float] | None:
     return start, end
 
 
-def _show(p: Prediction, hw: GPU) -> None:
+def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
     w = p.workload
     shape = (
         (
@@ -253,6 +260,8 @@ def _show(p: Prediction, hw: GPU) -> None:
     table.add_row("workload", shape)
     if p.config:
         table.add_row("config", ", ".join(f"{k}={v}" for k, v in p.config.items()))
+    if schedule:
+        table.add_row("schedule", schedule)
     table.add_row("time", f"{fmt_time(p.time_s)}  ({p.cycles:,.0f} SM cycles)")
     table.add_row("throughput", f"{p.tflops:.1f} TFLOPS (matmul FLOPs {p.matmul_flops:.3g})")
     rw = f"{fmt_bytes(p.hbm_read_bytes)} / {fmt_bytes(p.hbm_write_bytes)}"
