@@ -1,7 +1,8 @@
 """Where a preset's numbers came from, and how far to trust the preset.
 
 Every value's source comment opens with its kind: ``micro-benchmark 2026-11-30:``
-(measured by ``tilesim calibrate`` on this GPU), ``transferred from ...`` (measured
+(measured by ``tilesim calibrate`` on this GPU), ``device properties:`` (what its
+driver reports), ``transferred from ...`` (measured
 on a sibling die), ``paper`` / ``published`` / an undated ``micro-benchmark:`` (a
 public study), ``datasheet`` / ``whitepaper`` / ``CUDA programming guide``,
 ``derived`` (arithmetic on the others) or ``assumed``. A preset's class is the
@@ -16,6 +17,7 @@ from pathlib import Path
 
 SOURCE_KINDS = (
     "measured",
+    "reported",
     "transferred",
     "published",
     "datasheet",
@@ -25,6 +27,7 @@ SOURCE_KINDS = (
 )
 _PATTERNS = (
     ("measured", re.compile(r"micro-benchmark \d{4}-\d{2}-\d{2}\b", re.I)),
+    ("reported", re.compile(r"device properties\b", re.I)),
     ("transferred", re.compile(r"transferred\b", re.I)),
     ("published", re.compile(r"(paper|published|micro-benchmark)\b", re.I)),
     ("datasheet", re.compile(r"(datasheet|whitepaper|CUDA programming guide)\b", re.I)),

@@ -178,13 +178,12 @@ def calibrate(
     require_cuda("calibrate")
     import torch
 
-    from ..hwmodels import load_gpu, preset_path, write_preset
+    from ..hwmodels import preset_path, write_preset
     from ..validate import calibrate as cal
     from ..validate import metadata, schema
 
     device = torch.cuda.get_device_name(0)
-    base_gpu = load_gpu(base or cal.base_preset_for(device))
-    base_name = base_gpu.name
+    base_gpu, base_name = _base_for(device, base)
     meta = metadata.collect(
         {"command": "calibrate", "base_preset": base_name, "quick": quick, "steps": list(steps)}
     )
@@ -207,18 +206,53 @@ def calibrate(
     doc["measurements"] = rows
     results = out or _default_out("-calibrate")
     schema.save_results(doc, results)
-    target = preset_out or preset_path(cal.calibrated_name(base_name))
+    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta['date']} "
         f"({device}, {len(rows)} micro-benchmarks; raw figures in {results.name}).\n"
         "Only the fields below differ from the datasheet preset named by `base`;\n"
         "each comment says how its value was measured. No attention timing was used."
     )
-    write_preset(gpu, target, header, base=base_name, only=fields)
+    if base_name is None:  # a GPU with no preset: every field, the unmeasured ones named
+        from ..validate.device import unmeasured
+
+        missing = unmeasured(gpu)
+        notes.append(f"not measured (still assumed): {', '.join(missing) or 'none'}")
+        header = (
+            f"{gpu.display_name}: built by `tilesim calibrate` on {meta['date']} from the "
+            f"device's properties and {len(rows)} micro-benchmarks (raw figures in "
+            f"{results.name}).\nFields marked assumed were not measured: {len(missing)} of "
+            "them. No attention timing was used."
+        )
+        write_preset(gpu, target, header)
+    else:
+        write_preset(gpu, target, header, base=base_name, only=fields)
     if json_out:
         print_json({"preset": str(target), "results": str(results), "derived": meta["derived"]})
         return
     _print_derived(base_gpu, gpu, fields, notes, f"wrote {target} and {results}")
+
+
+def _base_for(device: str, base: str | None):
+    """(GPU, preset name) to calibrate against: ``--base``, the datasheet preset of a GPU
+    tilesim knows, or, for one it does not, a preset from its device properties (name
+    None: it has no file to overlay)."""
+    from ..hwmodels import load_gpu
+    from ..validate import calibrate as cal
+
+    if base:
+        gpu = load_gpu(base)
+        return gpu, gpu.name
+    try:
+        gpu = load_gpu(cal.base_preset_for(device))
+        return gpu, gpu.name
+    except TilesimError:
+        import torch
+
+        from ..validate.device import preset_from_properties
+
+        log(f"no preset for {device}: starting from its device properties")
+        return preset_from_properties(torch.cuda.get_device_properties(0)), None
 
 
 def _print_derived(base_gpu, gpu, fields, notes, done: str) -> None:
