@@ -315,11 +315,11 @@ def _derive_from(
 
 
 def _write_transferred(measured, transfer_to, date, names, preset_out, json_out) -> None:
-    from ..hwmodels import FIELDS, load_gpu, preset_path, write_preset
+    from ..hwmodels import FIELDS, preset_path, write_preset
     from ..validate import transfer as tr
 
     sibling = tr.sibling_of(transfer_to)
-    if load_gpu(sibling.measured).name != measured.name.removesuffix(".calibrated"):
+    if measured.name.removesuffix(".calibrated") != sibling.measured:
         raise TilesimError(
             f"--transfer-to {transfer_to}: the results are of {measured.name}, not of "
             f"{sibling.measured} (the die it transfers from)"
