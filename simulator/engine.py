@@ -11,6 +11,7 @@ cycles throughout; seconds only in the `Prediction`.
 from __future__ import annotations
 
 import time
+from heapq import heappop
 
 from simpy import Environment
 from simpy.events import Timeout
@@ -43,6 +44,26 @@ from .steps import StepTables
 from .timeline import DEFAULT_BIN_S, DEFAULT_MAX_SMS, Timeline
 
 
+class _Environment(Environment):
+    """SimPy's environment with `run` (to the end) as one loop: `Environment.step`
+    inlined, the same events in the same order."""
+
+    def run(self, until=None):
+        if until is not None:
+            return super().run(until)
+        queue = self._queue
+        while queue:
+            self._now, _, _, event = heappop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
+            if not event._ok and not hasattr(event, "_defused"):
+                exc = type(event._value)(*event._value.args)
+                exc.__cause__ = event._value
+                raise exc
+        return None
+
+
 def simulate(
     trace: Trace,
     gpu: GPU,
@@ -57,7 +78,7 @@ def simulate(
     wall = time.perf_counter()
     steps = StepTables(fidelity)  # checks the fidelity name
     analytic = validate(trace, gpu)
-    env = Environment()
+    env = _Environment()
     tl = (
         Timeline(gpu.sm_clock_hz, timeline_sms, timeline_window_s, timeline_bin_s)
         if timeline

@@ -33,6 +33,8 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from dataclasses import dataclass
+from functools import reduce
+from operator import add
 
 from simpy.events import Event, Timeout
 
@@ -319,11 +321,8 @@ class LaunchRun:
         """(cycles of the launch, counters, cycles stood in for by extrapolation)."""
         cycles = self.t1 - self.t0
         ctrs = self.ctrs
-        total = [0.0] * N_COUNTERS
-        for item in sorted(ctrs):  # a fixed order: float sums are bit-identical run to run
-            c = ctrs[item]
-            for k in range(N_COUNTERS):
-                total[k] += c[k]
+        # a fixed order (items sorted), added one by one: bit-identical run to run
+        total = _column_sums([ctrs[item] for item in sorted(ctrs)])
         plan = self.plan
         if plan is None:
             return cycles, total, 0.0
@@ -341,15 +340,13 @@ class LaunchRun:
             skipped_cycles = self._rate(head) * (tail - head)  # steady cycles per item
         # the window's average counters per position in the period
         reps = window // g
-        by_pos = [[0.0] * N_COUNTERS for _ in range(g)]
-        for i in range(head - window, head):
-            row, c = by_pos[i % g], ctrs[i]
-            for k in range(N_COUNTERS):
-                row[k] += c[k]
-        per_period = [0.0] * N_COUNTERS
-        for row in by_pos:
-            for k in range(N_COUNTERS):
-                per_period[k] += row[k]
+        by_pos = [
+            _column_sums(
+                [ctrs[i] for i in range(head - window + (pos - head + window) % g, head, g)]
+            )
+            for pos in range(g)
+        ]
+        per_period = _column_sums(by_pos)
         first_full = -(-head // g) * g
         for pos in range(head % g, g) if head % g else ():
             row = by_pos[pos]
@@ -363,6 +360,14 @@ class LaunchRun:
     @property
     def simulated_items(self) -> int:
         return len(self.ctrs)
+
+
+def _column_sums(rows: list) -> list:
+    """Per counter, the sum of ``rows`` in their order, one addition at a time from 0.0
+    (as a loop of ``+=`` adds them: the same floats, at C speed)."""
+    if not rows:
+        return [0.0] * N_COUNTERS
+    return [reduce(add, column, 0.0) for column in zip(*rows, strict=True)]
 
 
 def _prod(xs) -> int:

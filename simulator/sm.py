@@ -52,11 +52,12 @@ stand for (see :mod:`tilesim.simulator.steps`).
 
 from __future__ import annotations
 
+from heapq import heappush
+
 from simpy.core import NORMAL
 from simpy.events import PENDING as _PENDING
 from simpy.events import Event
 
-from ..hwmodels.gpu import interpolate
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -65,6 +66,7 @@ from .memory import (
     C_SFU,
     C_SMEM,
     C_TENSOR,
+    lerp,
 )
 from .program import OP_ARRIVE, OP_LOAD, OP_LOOP, OP_MMA, OP_STORE, OP_WAIT
 
@@ -103,6 +105,17 @@ class Done:
 
 
 DONE = Done()
+
+
+class Ready(Event):
+    """An event already triggered (value None), to be scheduled at a time: a timeout
+    without `simpy.Timeout`'s checks (the hot path)."""
+
+    _ok = True
+    _value = None
+
+    def __init__(self) -> None:
+        self.callbacks = []
 
 
 class Cta:
@@ -274,6 +287,8 @@ class Executor:
         innermost ``loop`` they are the body of, once per step of that loop: one
         generator for the whole loop instead of one per step (the hot path)."""
         env = self.env
+        queue = env._queue
+        eid = env._eid
         G = cta.G
         L = st.L
         ctr = cta.ctr
@@ -413,18 +428,19 @@ class Executor:
                         if node.id is not None:
                             key = (st.role, node.id, ptup)
                             if end > now:
-                                ev = self._event(cta, key)
-                                ev._ok = True
-                                ev._value = None
-                                env.schedule(ev, NORMAL, end - now)
+                                ev = reg.get(key)
+                                if ev is None:
+                                    ev = reg[key] = Ready()
+                                else:
+                                    ev._ok = True
+                                    ev._value = None
+                                heappush(queue, (now + (end - now), NORMAL, next(eid), ev))
                             else:
                                 self._mark(cta, key)
                         continue
                     if end > now:
-                        ev = Event(env)
-                        ev._ok = True
-                        ev._value = None
-                        env.schedule(ev, NORMAL, end - now)
+                        ev = Ready()
+                        heappush(queue, (now + (end - now), NORMAL, next(eid), ev))
                         yield ev
                     if node.id is not None:
                         self._mark(cta, (st.role, node.id, ptup))
@@ -440,10 +456,10 @@ class Executor:
                     yield from self._loop(cta, st, node, depth)
             if issue:  # the step's issue cycles (module docstring)
                 n = cnt * st.mult
-                ev = Event(env)
-                ev._ok = True
-                ev._value = None
-                env.schedule(ev, NORMAL, self.issue(sm, env._now, issue * n, floor * n) - env._now)
+                now = env._now
+                ev = Ready()
+                delay = self.issue(sm, now, issue * n, floor * n) - now
+                heappush(queue, (now + delay, NORMAL, next(eid), ev))
                 yield ev
             if spills:
                 yield from self._spill_reloads(spills, cnt * st.mult)
@@ -495,7 +511,7 @@ class Executor:
         """The waits of ``steps`` loop steps on reloaded spills (module docstring)."""
         mem = self.mem
         now = self.env._now
-        trip = interpolate(mem.l2_curve, mem.l2srv.busy_at(now))
+        trip = lerp(mem.l2_lerp, mem.l2srv.busy_at(now))
         wait = sum(trip - c for c in covers if c < trip) * steps
         if wait > 0:
             ev = Event(self.env)
