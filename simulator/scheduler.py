@@ -340,12 +340,9 @@ class LaunchRun:
             skipped_cycles = self._rate(head) * (tail - head)  # steady cycles per item
         # the window's average counters per position in the period
         reps = window // g
-        by_pos = [
-            _column_sums(
-                [ctrs[i] for i in range(head - window + (pos - head + window) % g, head, g)]
-            )
-            for pos in range(g)
-        ]
+        by_pos = [[0.0] * N_COUNTERS for _ in range(g)]
+        for i in range(head - window, head):
+            by_pos[i % g] = list(map(add, by_pos[i % g], ctrs[i]))
         per_period = _column_sums(by_pos)
         first_full = -(-head // g) * g
         for pos in range(head % g, g) if head % g else ():
