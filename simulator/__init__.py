@@ -41,4 +41,5 @@ def simulate(trace, gpu, fidelity: str = "fast", timeline: bool = False, **optio
 
     return run(trace, gpu, fidelity, timeline, **options)
 
+
 __all__ = ["FIDELITIES", "SCHEMA_VERSION", "LaunchPrediction", "Prediction", "Timeline", "simulate"]

@@ -114,10 +114,23 @@ def simulate(
         raise TilesimError(_deadlock(runs[-1] if runs else None))
     if tl is not None:
         tl.finish(env.now)
+        tl.sampled = _sampling(runs, steps)
     events = next(env._eid)
     return _prediction(
         trace, gpu, fidelity, runs, overhead, analytic, events, time.perf_counter() - wall, tl
     )
+
+
+def _sampling(runs, steps: StepTables) -> str:
+    """What ``fast`` fidelity left out of the run, in words ("" if nothing)."""
+    parts = [
+        f"{run.launch.name}: {run.simulated_items} of {run.compiled.num_items} CTAs simulated"
+        for run in runs
+        if run.simulated_items < run.compiled.num_items
+    ]
+    if steps.coalesced:
+        parts.append("loop iterations coalesced into macro-steps")
+    return "; ".join(parts)
 
 
 def _deadlock(run) -> str:
