@@ -405,7 +405,8 @@ class Memory:
         l2 = self.l2
         loaded = lerp(self.hbm_lerp, self.hbm.busy_at(now))
         for key, nb in job.keys or ():
-            l2.insert(key, nb)
+            # a coalesced outer step's streaming tiles: one iteration's share (sm.py)
+            l2.insert(key, key[2] if len(key) == 3 and key[0].__class__ is tuple else nb)
             for waiter in l2.inflight.pop(key, ()):
                 self._part_done(waiter, now, loaded, self.hbm_latency, waiter.extra)
         return loaded

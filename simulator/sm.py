@@ -433,7 +433,9 @@ class Executor:
                 elif kind == OP_LOAD:
                     if prefetched:
                         continue  # issued by the loop's prefetcher
-                    self._issue_loads(cta, st, node.group, ptup, d, a, cnt, node.ahead)
+                    self._issue_loads(
+                        cta, st, node.group, ptup, d, a, cnt, node.ahead, loop is None
+                    )
                 elif kind == OP_STORE:
                     self._store(cta, st, node.group, d, a, cnt)
                 elif kind == OP_ARRIVE:
@@ -639,14 +641,24 @@ class Executor:
             self._loads[key] = steps
         return steps
 
-    def _issue_loads(self, cta, st: RoleState, group, path, d: int, a: int, cnt: int, ahead: int):
-        """Issue a run of loads as one transfer; one event completes all of them."""
-        items, extra = self._load_items(group, cta.G, st.L, d, a, cnt)
+    def _issue_loads(
+        self, cta, st: RoleState, group, path, d: int, a: int, cnt: int, ahead: int, outer=False
+    ):
+        """Issue a run of loads as one transfer; one event completes all of them.
+        ``outer``: the step is one of a loop that holds a loop (see `_load_items`)."""
+        items, extra = self._load_items(group, cta.G, st.L, d, a, cnt, outer)
         self._issue_items(cta, st, group, path, cnt, ahead, items, extra)
 
-    def _load_items(self, group, G, L, d: int, a: int, cnt: int) -> tuple:
+    def _load_items(self, group, G, L, d: int, a: int, cnt: int, outer: bool = False) -> tuple:
         """((key, bytes), ...) of a run of loads at a step, and the bytes of back-to-back
-        repeats within it (hits)."""
+        repeats within it (hits).
+
+        A coalesced step of a loop that holds a loop runs its inner loop once, for
+        all its iterations: the inner tiles are touched once a step, where the kernel
+        touches them once an iteration with one iteration's streaming tiles between.
+        So the step's streaming tiles take one iteration's share of the L2 (their
+        entry's third field), not all of theirs at once, which would push the inner
+        tiles out of an L2 they fit in."""
         items: list = []
         extra = 0.0  # bytes of back-to-back repeats within the step (hits)
         for node in group:
@@ -670,7 +682,8 @@ class Executor:
                 continue
             if node.streaming:  # one L2 entry for the step's tiles (program._set_streaming)
                 nb = _sum(node.nbytes, G, L, d, a, cnt)
-                items.append(((key.value(G, L), cnt), nb))
+                entry = (key.value(G, L), cnt, nb / cnt) if outer else (key.value(G, L), cnt)
+                items.append((entry, nb))
                 continue
             ckey = (tuple([G[i] for i in node.gsel]), tuple(L[:d]), a, cnt)
             tiles = node.cache.get(ckey)
