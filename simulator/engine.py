@@ -11,15 +11,14 @@ cycles throughout; seconds only in the `Prediction`.
 from __future__ import annotations
 
 import time
-from heapq import heappop
 
-from simpy import Environment
 from simpy.events import Timeout
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from ..traces.files import validate
 from ..traces.ir import Trace
+from .environment import Environment
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -44,26 +43,6 @@ from .steps import StepTables
 from .timeline import DEFAULT_BIN_S, DEFAULT_MAX_SMS, Timeline
 
 
-class _Environment(Environment):
-    """SimPy's environment with `run` (to the end) as one loop: `Environment.step`
-    inlined, the same events in the same order."""
-
-    def run(self, until=None):
-        if until is not None:
-            return super().run(until)
-        queue = self._queue
-        while queue:
-            self._now, _, _, event = heappop(queue)
-            callbacks, event.callbacks = event.callbacks, None
-            for callback in callbacks:
-                callback(event)
-            if not event._ok and not hasattr(event, "_defused"):
-                exc = type(event._value)(*event._value.args)
-                exc.__cause__ = event._value
-                raise exc
-        return None
-
-
 def simulate(
     trace: Trace,
     gpu: GPU,
@@ -78,7 +57,7 @@ def simulate(
     wall = time.perf_counter()
     steps = StepTables(fidelity)  # checks the fidelity name
     analytic = validate(trace, gpu)
-    env = _Environment()
+    env = Environment()
     tl = (
         Timeline(gpu.sm_clock_hz, timeline_sms, timeline_window_s, timeline_bin_s)
         if timeline
@@ -121,18 +100,6 @@ def simulate(
     )
 
 
-def _sampling(runs, steps: StepTables) -> str:
-    """What ``fast`` fidelity left out of the run, in words ("" if nothing)."""
-    parts = [
-        f"{run.launch.name}: {run.simulated_items} of {run.compiled.num_items} CTAs simulated"
-        for run in runs
-        if run.simulated_items < run.compiled.num_items
-    ]
-    if steps.coalesced:
-        parts.append("loop iterations coalesced into macro-steps")
-    return "; ".join(parts)
-
-
 def _deadlock(run) -> str:
     where = "the trace"
     if run is not None:
@@ -144,6 +111,18 @@ def _deadlock(run) -> str:
                 f"waits for {st.waiting!r}, which never happens"
             )
     return f"deadlock in {where}: nothing left to run but the launch did not finish"
+
+
+def _sampling(runs, steps: StepTables) -> str:
+    """What ``fast`` fidelity left out of the run, in words ("" if nothing)."""
+    parts = [
+        f"{run.launch.name}: {run.simulated_items} of {run.compiled.num_items} CTAs simulated"
+        for run in runs
+        if run.simulated_items < run.compiled.num_items
+    ]
+    if steps.coalesced:
+        parts.append("loop iterations coalesced into macro-steps")
+    return "; ".join(parts)
 
 
 def _utilisation(ctr: list, cycles: float, gpu: GPU, memory_costs: tuple) -> dict:
