@@ -148,3 +148,26 @@ def test_prediction_does_not_depend_on_the_hash_seed():
     assert outs[0] == outs[1]
     assert len(outs[0].splitlines()) == 4
     json.loads(outs[0].splitlines()[0])
+
+
+# Known misses on the calibrated H200 (its kernels replay SASS issue cycles), kept
+# strict so a fix shows: fast is within 2% of detailed on none of them.
+# * v2: the loop coalesced with issue cycles, -4% (without them fast == detailed; the
+#   two warpgroups' MMA and issue lumps keep a phase per-iteration steps do not).
+# * standard: pv's coalesced loads at HBM saturation with one stage of prefetch
+#   (each lumped iteration also waits its own flight), pv +5%.
+KNOWN_MISSES = (
+    ("h200-cal", "v2", Workload(2, 16, 2048, 2048, 128)),
+    ("h200-cal", "standard", Workload(1, 1, 5085, 5085, 128)),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", KNOWN_MISSES, ids=_label)
+def test_known_misses_of_fast_on_the_calibrated_h200_are_still_misses(case):
+    gpu_name, algo, workload = case
+    gpu = load_gpu(gpu_name)
+    trace = build(algo, workload, gpu)
+    fast = simulate(trace, gpu, "fast")
+    detailed = simulate(trace, gpu, "detailed")
+    assert abs(fast.time_s / detailed.time_s - 1) > TOLERANCE
