@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
 from .gpu import GPU
 from .schema import (
@@ -256,7 +256,7 @@ def write_preset(
     written = {key: source for key, source in written.items() if source}
     if back != gpu or any(back.sources.get(k) != src for k, src in written.items()):
         raise TilesimError(f"cannot write {path.name}: the preset does not read back as written")
-    _write_atomic(path, text)
+    write_atomic(path, text, fsync=True)
     return path
 
 
@@ -295,21 +295,3 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 10_000:
         return f"{value:_}"
     return format_number(value)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise TilesimError(f"cannot write {path}: folder {str(directory)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise TilesimError(f"cannot write {path}: {exc.strerror}") from None
-        raise

@@ -23,14 +23,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .atomic import write_atomic
 from .errors import TilesimError
 from .hwmodels.gpu import GPU
 
@@ -45,32 +46,17 @@ ALGO_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     """Render ``fig`` to ``path`` (PNG, or what the suffix says) atomically."""
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise TilesimError(
-            f"cannot write {str(path)!r}: directory {str(directory)!r} does not exist"
-        )
     fmt = path.suffix.lstrip(".").lower() or "png"
     if fmt not in ("png", "svg", "pdf"):
         raise TilesimError(f"cannot write {str(path)!r}: choose a .png, .svg or .pdf file")
     FigureCanvasAgg(fig)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{fmt}", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            # no timestamp or version in the file: the same figure, the same bytes
+
+    def render(fh) -> None:
+        # no timestamp, version or random id in the file: the same figure, the same bytes
+        with rc_context({"svg.hashsalt": "tilesim"}):
             fig.savefig(fh, format=fmt, dpi=DPI, metadata=_metadata(fmt))
-        os.chmod(tmp, 0o666 & ~_umask())  # a plain file's mode, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return write_atomic(path, render)
 
 
 def _metadata(fmt: str) -> dict:

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
 from .check import check_trace, validate
 from .ir import (
@@ -199,29 +199,7 @@ def save(trace: Trace, path: str | os.PathLike) -> Path:
     if not path.name.endswith(SUFFIX):
         raise TilesimError(f"trace file {str(path)!r} must end in {SUFFIX}")
     check_trace(trace)
-    text = json.dumps(to_dict(trace), indent=1) + "\n"
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise TilesimError(f"cannot write {str(path)!r}: directory {str(directory)!r} not found")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a plain file's mode
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise TilesimError(f"cannot write {str(path)!r}: {exc.strerror}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return write_atomic(path, json.dumps(to_dict(trace), indent=1) + "\n")
 
 
 # -- reading -----------------------------------------------------------------------

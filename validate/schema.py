@@ -35,10 +35,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
 from ..traces.workload import KernelConfig, Workload
 
@@ -68,16 +68,11 @@ def save_json(obj: Any, path: str | os.PathLike) -> Path:
 def save_text(text: str, path: str | os.PathLike) -> Path:
     """Write ``text`` to ``path`` through a temp file and a rename: never half a file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TilesimError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    return write_atomic(path, text)
 
 
 def save_results(doc: dict, path: str | os.PathLike) -> Path:

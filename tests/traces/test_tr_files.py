@@ -202,7 +202,7 @@ def test_save_is_atomic_and_checks_first(h100, tmp_path):
     trace = build("v2", Workload(1, 1, 256, 256, 64), h100)
     with pytest.raises(TilesimError, match=r"must end in \.trace\.json"):
         save(trace, tmp_path / "x.json")
-    with pytest.raises(TilesimError, match="not found"):
+    with pytest.raises(TilesimError, match="does not exist"):
         save(trace, tmp_path / "nodir" / "x.trace.json")
     launch = dataclasses.replace(trace.launches[0], threads=7)
     with pytest.raises(TilesimError, match="threads"):

@@ -28,6 +28,7 @@ from .common import (
     DEFAULT_GPU,
     DEFAULT_HEAD_DIM,
     DEFAULT_SEQLEN,
+    FIGURE_SUFFIXES,
     CausalOpt,
     DtypeOpt,
     GpuOpt,
@@ -36,6 +37,7 @@ from .common import (
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
+    check_output,
     console,
     err_console,
     gpu_from_options,
@@ -152,11 +154,8 @@ def _fidelity(fidelity: str) -> str:
     return fidelity
 
 
-def _out_path(out: Path) -> Path:
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise TilesimError(f"cannot write {str(out)!r}: directory {str(parent)!r} does not exist")
-    return out
+def _out_path(out: Path, option: str = "--out") -> Path:
+    return check_output(out, option, FIGURE_SUFFIXES)
 
 
 # -- explain ------------------------------------------------------------------------------
@@ -485,7 +484,7 @@ def whatif(
     # every shape at the pass asked for (Workload checks the name)
     workloads = [dataclasses.replace(w, pass_=pass_.strip().lower()) for w in workloads]
     if plot is not None:
-        _out_path(plot)
+        _out_path(plot, "--plot")
     if no_cache and cache_dir is not None:
         raise TilesimError("choose one of --cache-dir and --no-cache")
     cache = None if no_cache else (cache_dir or Path(DEFAULT_CACHE_DIR))

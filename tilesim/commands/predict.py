@@ -33,6 +33,7 @@ from .common import (
     DEFAULT_HEAD_DIM,
     DEFAULT_HEADS,
     DEFAULT_SEQLEN,
+    FIGURE_SUFFIXES,
     BatchOpt,
     CausalOpt,
     DtypeOpt,
@@ -44,6 +45,7 @@ from .common import (
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
+    check_output,
     console,
     err_console,
     gpu_from_options,
@@ -183,9 +185,8 @@ def _run_and_show(
     trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window, gantt=None
 ) -> None:
     _check_fidelity(fidelity)
-    for option, path in (("--timeline", timeline), ("--gantt", gantt)):
-        if path is not None and not path.parent.is_dir():
-            raise TilesimError(f"{option}: directory {str(path.parent)!r} does not exist")
+    check_output(timeline, "--timeline", (".json",))
+    check_output(gantt, "--gantt", FIGURE_SUFFIXES)
     if timeline_sms < 0:
         raise TilesimError(f"--timeline-sms must be >= 0, got {timeline_sms}")
     record = timeline is not None or gantt is not None
