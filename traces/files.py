@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..errors import TilesimError
-from .check import check_trace, validate
+from .check import MAX_LOOP_DEPTH, check_trace, validate
 from .ir import (
     TRACE_FORMAT,
     TRACE_VERSION,
@@ -55,6 +55,7 @@ from .ir import (
 )
 
 SUFFIX = ".trace.json"
+MAX_FILE_BYTES = 64 << 20  # a generated trace is a few KiB: the program is a template
 
 # op kind -> (class, {json key: (attribute, required)})
 _OPS: dict[str, tuple[type, dict[str, tuple[str, bool]]]] = {
@@ -208,19 +209,31 @@ def save(trace: Trace, path: str | os.PathLike) -> Path:
 def load(path: str | os.PathLike) -> Trace:
     """Read and check a trace file; a bad one raises a `TilesimError` naming the field."""
     path = Path(path)
+    name = repr(str(path))
     try:
+        if path.is_dir():
+            raise TilesimError(f"trace file {name} is a directory")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise TilesimError(f"trace file {name} is larger than {MAX_FILE_BYTES >> 20} MiB")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TilesimError(f"trace file {str(path)!r} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TilesimError(f"cannot read trace file {str(path)!r}: {exc}") from None
+        raise TilesimError(f"trace file {name} not found") from None
+    except UnicodeDecodeError as exc:
+        raise TilesimError(f"trace file {name} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise TilesimError(f"cannot read trace file {name}: {exc.strerror}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TilesimError(
-            f"{str(path)!r} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f"{name} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    return from_dict(doc)
+    except RecursionError:
+        raise TilesimError(f"{name}: JSON nested too deeply") from None
+    try:
+        return from_dict(doc)
+    except TilesimError as exc:
+        raise TilesimError(f"{name}: {exc}") from None
 
 
 def from_dict(doc) -> Trace:
@@ -294,7 +307,9 @@ def _launch(x, where: str) -> Launch:
     )
 
 
-def _ops(items, where: str) -> tuple[Op, ...]:
+def _ops(items, where: str, depth: int = 0) -> tuple[Op, ...]:
+    if depth > MAX_LOOP_DEPTH:
+        raise TilesimError(f"{where}: loops nested deeper than {MAX_LOOP_DEPTH}")
     ops = []
     for i, item in enumerate(_list(items, where)):
         at = f"{where}[{i}]"
@@ -311,7 +326,7 @@ def _ops(items, where: str) -> tuple[Op, ...]:
                 continue
             value = item[key]
             if key == "body":
-                value = _ops(value, f"{at}.body")
+                value = _ops(value, f"{at}.body", depth + 1)
             elif key in ("tile", "deps"):
                 value = tuple(_list(value, f"{at}.{key}"))
                 if key == "deps":

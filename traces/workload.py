@@ -17,6 +17,10 @@ DTYPES = ("fp16", "bf16", "fp8")
 PASSES = ("fwd", "bwd", "fwd_bwd")  # forward, backward, or both in one trace
 # Head dims the kernels and the trace generators support.
 HEAD_DIMS = (64, 128, 256)
+# Largest sizes a simulation finishes in minutes: a longer sequence is refused, not
+# left running for hours (a grid's CTA count has its own limit, traces/check.py).
+MAX_SEQLEN = 1 << 17
+MAX_BATCH_HEADS = (1 << 31) - 1  # CUDA's grid limit
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,17 @@ class Workload:
     def __post_init__(self) -> None:
         for name in ("batch", "heads", "seqlen_q", "seqlen_kv"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TilesimError(f"{name} must be a positive integer, got {value!r}")
+            limit = MAX_SEQLEN if name.startswith("seqlen") else MAX_BATCH_HEADS
+            if value > limit:
+                shown = value if value < 10**15 else f"a {len(str(value))}-digit number"
+                raise TilesimError(f"{name} must be at most {limit}, got {shown}")
+        if self.batch * self.heads > MAX_BATCH_HEADS:
+            raise TilesimError(
+                f"batch x heads must be at most {MAX_BATCH_HEADS} (CUDA's grid limit), "
+                f"got {self.batch * self.heads}"
+            )
         if self.head_dim not in HEAD_DIMS:
             raise TilesimError(
                 f"head_dim {self.head_dim} is not supported (supported: "
