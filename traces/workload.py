@@ -19,7 +19,7 @@ PASSES = ("fwd", "bwd", "fwd_bwd")  # forward, backward, or both in one trace
 HEAD_DIMS = (64, 128, 256)
 # Largest sizes a simulation finishes in minutes: a longer sequence is refused, not
 # left running for hours (a grid's CTA count has its own limit, traces/check.py).
-MAX_SEQLEN = 1 << 17
+MAX_SEQLEN = 1 << 16
 MAX_BATCH_HEADS = (1 << 31) - 1  # CUDA's grid limit
 
 
@@ -48,6 +48,13 @@ class Workload:
                 f"batch x heads must be at most {MAX_BATCH_HEADS} (CUDA's grid limit), "
                 f"got {self.batch * self.heads}"
             )
+        if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
+            raise TilesimError(f"head_dim must be an integer, got {self.head_dim!r}")
+        if not isinstance(self.causal, bool):
+            raise TilesimError(f"causal must be true or false, got {self.causal!r}")
+        for name in ("dtype", "pass_"):
+            if not isinstance(getattr(self, name), str):
+                raise TilesimError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.head_dim not in HEAD_DIMS:
             raise TilesimError(
                 f"head_dim {self.head_dim} is not supported (supported: "
