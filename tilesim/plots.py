@@ -39,6 +39,7 @@ DPI = 110
 PIPE_COLOURS = {"tensor": "#4C72B0", "sfu": "#DD8452", "fp32": "#55A868", "smem": "#8172B3"}
 PIPE_LABELS = {"tensor": "tensor", "sfu": "SFU (exp)", "fp32": "FP32", "smem": "smem fill"}
 LANES = ("tensor", "sfu", "fp32", "smem")
+MAX_GANTT_SMS = 32  # SM rows in one panel: more is unreadable (and an image of 10^6 rows)
 AUTO_WINDOW_OPS = 24  # tensor-core intervals of SM 0 in an automatic Gantt window
 ALGO_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3")
 
@@ -57,6 +58,13 @@ def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
             fig.savefig(fh, format=fmt, dpi=DPI, metadata=_metadata(fmt))
 
     return write_atomic(path, render)
+
+
+def check_sms(sms: int) -> int:
+    """The number of SMs a Gantt chart draws: 1 to MAX_GANTT_SMS."""
+    if not 1 <= sms <= MAX_GANTT_SMS:
+        raise TilesimError(f"--sms must be between 1 and {MAX_GANTT_SMS}, got {sms}")
+    return sms
 
 
 def _metadata(fmt: str) -> dict:
@@ -283,8 +291,7 @@ def gantt(
     stretch of each panel (all panels the same length of time). ``sources`` may be
     one source or a list.
     """
-    if sms < 1:
-        raise TilesimError(f"--sms must be at least 1, got {sms}")
+    check_sms(sms)
     if not isinstance(sources, list | tuple):
         sources = [sources]
     if isinstance(window, str):

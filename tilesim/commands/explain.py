@@ -396,9 +396,10 @@ def gantt(
 
     v2's serial GEMM -> softmax -> GEMM against v3's overlap, under HBM/L2 throughput.
     """
+    from ..plots import check_sms, parse_window
     from ..plots import gantt as draw
-    from ..plots import parse_window
 
+    check_sms(sms)
     hw = gpu_from_options(gpu, sets)
     w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
     names = [a.strip() for item in (algo or []) for a in item.split(",") if a.strip()]

@@ -66,6 +66,7 @@ from .trace import (
     trace_app,
 )
 
+MAX_TIMELINE_SMS = 4096  # the most SMs a GPU preset may have
 DEFAULT_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 DEFAULT_HEAD_DIMS = (64, 128)
 DEFAULT_TOKENS = 16384
@@ -187,8 +188,10 @@ def _run_and_show(
     _check_fidelity(fidelity)
     check_output(timeline, "--timeline", (".json",))
     check_output(gantt, "--gantt", FIGURE_SUFFIXES)
-    if timeline_sms < 0:
-        raise TilesimError(f"--timeline-sms must be >= 0, got {timeline_sms}")
+    if not 0 <= timeline_sms <= MAX_TIMELINE_SMS:
+        raise TilesimError(
+            f"--timeline-sms must be between 0 and {MAX_TIMELINE_SMS}, got {timeline_sms}"
+        )
     record = timeline is not None or gantt is not None
     pred = simulate(
         trace,
