@@ -258,7 +258,9 @@ def _check_ops(ops, where: str, known: frozenset, tensors: dict, own: set, other
             if op.var in known:
                 raise TilesimError(f"{at}.var: loop variable {op.var!r} is already in use")
             _expression(op.trips, f"{at}.trips", known)
-            _int(op.prefetch, f"{at}.prefetch", minimum=0)
+            _int(op.prefetch, f"{at}.prefetch", minimum=0, maximum=1024)
+            if op.prefetch and not any(isinstance(b, Load) for b in op.body):
+                raise TilesimError(f"{at}.prefetch: {op.prefetch} but the loop body has no load")
             _check_ops(op.body, f"{at}.body", known | {op.var}, tensors, own, others)
             continue
         elif not isinstance(op, Wait | Arrive):

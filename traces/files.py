@@ -316,7 +316,7 @@ def _ops(items, where: str, depth: int = 0) -> tuple[Op, ...]:
         if not isinstance(item, dict):
             raise TilesimError(f'{at}: must be an object with an "op" kind')
         kind = item.get("op")
-        if kind not in _OPS:
+        if not isinstance(kind, str) or kind not in _OPS:
             raise TilesimError(f"{at}.op: unknown op kind {kind!r} (choose from {', '.join(_OPS)})")
         cls, fields = _OPS[kind]
         _object(item, at, {"op": True} | {k: req for k, (_, req) in fields.items()})
