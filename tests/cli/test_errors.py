@@ -234,3 +234,10 @@ def test_an_edited_cache_entry_is_recomputed_not_served(tmp_path, monkeypatch):
     assert code == 0, err
     assert json.loads(second)["rows"] == json.loads(first)["rows"]
     assert "0 from the cache" in err
+
+
+def test_help_shows_the_defaults():
+    code, out, _ = run("predict", "--help")
+    assert code == 0
+    for text in ("[default: 4]", "[default: h100]", "[default: fp16]"):
+        assert text in " ".join(out.split()), text

@@ -151,6 +151,59 @@ def test_cli_arguments_succeed_or_fail_in_one_line(args, output):
                 finite_json(out)
 
 
+SWEEP_VALUES = st.sampled_from(
+    ["256", "512", "256,512", "", ",", "0", "-512", "abc", "9" * 30, "1e300", "64", "96"]
+)
+VARY = st.sampled_from(
+    ["hbm_bandwidth_Bps=1x,2x", "sm_count=0.5x,1x", "sm_count=1e300x", "nope=1x", "=", "x",
+     "hbm_bandwidth_Bps=", "l2_bytes=1x,0x", "has_tma=true,false", "sm_count=1,2,3"]
+)  # fmt: skip
+
+
+@st.composite
+def sweep_lines(draw):
+    """whatif / compare / gantt / roofline / hw show with small legal sizes or bad values."""
+    command = draw(st.sampled_from(["whatif", "compare", "gantt", "roofline", "hw"]))
+    if command == "whatif":
+        args = ["whatif", "--vary", draw(VARY), "--algos", draw(st.sampled_from(["v2", "v9", ""]))]
+        args += ["-n", draw(SWEEP_VALUES), "-d", draw(st.sampled_from(["64", "65", "x"]))]
+        args += ["-b", "1", "-H", "1", "-j", "1", "--no-cache"]
+    elif command == "compare":
+        args = ["compare", "--seqlens", draw(SWEEP_VALUES), "--head-dims", "64"]
+        args += ["--tokens", draw(st.sampled_from(["512", "0", "-5", "513", "9" * 30]))]
+        args += ["--hidden", draw(st.sampled_from(["64", "0", "100"])), "-j", "1", "--json"]
+    elif command == "gantt":
+        args = ["gantt", "-o", "g.png", "-n", draw(SWEEP_VALUES), "-b", "1", "-H", "1", "-d", "64"]
+        args += ["--window", draw(st.sampled_from(["0:2", "2:0", "x", "0:1e999", "-1:1"]))]
+        args += ["--sms", draw(st.sampled_from(["1", "0", "33", "1000000", "two"]))]
+    elif command == "roofline":
+        args = ["roofline", "-o", draw(st.sampled_from(["r.png", "r.svg", "r", "r.jpg"]))]
+        args += ["-n", draw(SWEEP_VALUES), "-b", "1", "-H", "1", "-d", "64", "-j", "1"]
+        args += ["--algos", draw(st.sampled_from(["v2", "v1,v2", "v5", ""]))]
+    else:
+        args = ["hw", "show", draw(st.sampled_from(["h100", "a100", "x"])), "--json"]
+        args += ["--set", draw(st.one_of(OPTIONS["--set"], VALUE))]
+    return args
+
+
+@FUZZ
+@given(args=sweep_lines())
+def test_sweeps_and_pictures_succeed_or_fail_in_one_line(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            code, out, err = run(*args)
+        finally:
+            os.chdir(cwd)
+        assert_contract(code, out, err)
+        left = sorted(p.name for p in Path(tmp).rglob("*"))
+        if code != 0:
+            assert left == [], left
+        elif "--json" in args:
+            finite_json(out)
+
+
 # -- preset files ------------------------------------------------------------------------
 
 PRESET = preset_path("h100_sxm5_80gb").read_text(encoding="utf-8")

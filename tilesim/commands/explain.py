@@ -239,6 +239,13 @@ def roofline(
     as_json: JsonOpt = False,
     jobs: JobsOpt = None,
     fidelity: FidelityOpt = "fast",
+    more_results: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="More results files, so that --results validate/results/*.json works.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Roofline plot with one point per algorithm (hollow predicted, filled measured).
 
@@ -247,6 +254,11 @@ def roofline(
     from ..plots import RooflinePoint
     from ..plots import roofline as draw
 
+    if more_results and results is None:
+        raise TilesimError(f"unexpected argument {str(more_results[0])!r} (results files go "
+                           "after --results)")  # fmt: skip
+    if results is not None:
+        results = [*results, *(more_results or [])]
     hw = gpu_from_options(gpu, sets)
     w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
     names = _algos(algos, hw, w)
@@ -327,13 +339,14 @@ def measured_points(gpu: GPU, w: Workload, paths: list[Path] | None) -> dict[str
         paths = [Path(p) for p in sorted(glob.glob(str(RESULTS_DIR / "*.json")))]
     base = gpu.name.split("+")[0].removesuffix(".calibrated")
     found: dict[str, list[float]] = {}
+    docs = []
     for path in paths:
         try:
-            doc = schema.load_results(path)
+            docs += schema.load_measurement_files([path])[0]  # other JSON is passed over
         except TilesimError:
             if explicit:
                 raise
-            continue
+    for _, doc in docs:
         if doc["kind"] not in ("validate", "bench"):
             continue
         device = (doc["metadata"].get("device") or {}).get("name", "")
