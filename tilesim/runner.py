@@ -221,8 +221,13 @@ def _pool(payloads: dict, workers: int) -> Iterator[tuple[str, dict]]:
         futures = {ex.submit(simulate_payload, p): k for k, p in payloads.items()}
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+    except BaseException:  # Ctrl-C, or the caller stopped early: do not wait for the rest
+        for process in list(getattr(ex, "_processes", {}).values()):
+            process.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    else:
+        ex.shutdown(wait=True)
 
 
 def _ignore_sigint() -> None:
@@ -399,8 +404,10 @@ class _Bar:
         self._ctx = nullcontext()
 
     def __enter__(self):
-        if self.enabled:
-            from rich.console import Console
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        if self.enabled and console.is_terminal:  # a log file gets no bar (nor its blank line)
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
             self._progress = Progress(
@@ -408,7 +415,7 @@ class _Bar:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),
+                console=console,
                 transient=True,
             )
             self._ctx = self._progress

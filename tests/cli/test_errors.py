@@ -241,3 +241,24 @@ def test_help_shows_the_defaults():
     assert code == 0
     for text in ("[default: 4]", "[default: h100]", "[default: fp16]"):
         assert text in " ".join(out.split()), text
+
+
+def test_ctrl_c_stops_a_parallel_sweep_at_once(tmp_path):
+    """SIGINT to the process group (what a terminal sends): the parent says "interrupted"
+    and exits 130 without waiting for the running simulations; workers print nothing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tilesim", "compare", "--gpu", "h100", "-j", "2"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGINT)
+    start = time.perf_counter()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.decode() == "interrupted\n"
+    assert time.perf_counter() - start < 10
