@@ -2,7 +2,7 @@
 tilesim either succeeds with finite output or says what is wrong in one line (exit 2);
 never a traceback, never a partial file.
 
-Budget: about 40 s on one core (bounded examples, no deadline: a simulation may take a
+Budget: about 20 s on one core (bounded examples, no deadline: a simulation may take a
 second). Sizes a generator draws stay small where they are legal, so that a legal draw
 is quick to simulate, and reach far beyond every limit where they are not.
 """
@@ -31,7 +31,7 @@ from tilesim.traces.workload import Workload
 from tilesim.validate import schema
 
 FUZZ = settings(
-    max_examples=int(os.environ.get("TILESIM_FUZZ_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("TILESIM_FUZZ_EXAMPLES", "60")),
     deadline=None,
     derandomize="TILESIM_FUZZ_EXAMPLES" not in os.environ,  # CI: the same examples every run
     suppress_health_check=[
