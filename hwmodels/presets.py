@@ -42,6 +42,7 @@ from .schema import (
 )
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+MAX_PRESET_BYTES = 1 << 20  # a preset is a few KiB
 CALIBRATED_SUFFIX = ".calibrated"
 
 ALIASES: dict[str, str] = {
@@ -110,6 +111,8 @@ def _read_text(path: Path) -> str:
     if not path.is_file():
         raise TilesimError(f"GPU file {str(path)!r} does not exist (or is not a file)")
     try:
+        if path.stat().st_size > MAX_PRESET_BYTES:
+            raise TilesimError(f"{path}: larger than {MAX_PRESET_BYTES >> 10} KiB, not a preset")
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise TilesimError(f"{path}: not a UTF-8 text file") from None
@@ -134,6 +137,8 @@ def parse_preset(text: str, path: Path, depth: int = 0) -> GPU:
     except tomllib.TOMLDecodeError as exc:
         message = " ".join(str(exc).split())
         raise TilesimError(f"{label}: malformed TOML: {message}") from None
+    except RecursionError:
+        raise TilesimError(f"{label}: TOML nested too deeply") from None
     sources = read_comments(text)
 
     values: dict[str, Any] = {}
