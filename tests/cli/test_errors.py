@@ -262,3 +262,12 @@ def test_ctrl_c_stops_a_parallel_sweep_at_once(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.decode() == "interrupted\n"
     assert time.perf_counter() - start < 10
+
+
+def test_the_documented_example_trace_replays():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "docs" / "example.trace.json"
+    code, out, err = run("trace", "replay", str(example), "--json")
+    assert code == 0, err
+    assert json.loads(out)["time_s"] > 0
