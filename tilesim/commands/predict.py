@@ -142,7 +142,13 @@ def predict_cmd(
     timeline_window: TimelineWindowOpt = None,
     gantt: GanttOpt = None,
 ) -> None:
-    """Predict the time, traffic and bottleneck of one attention kernel."""
+    """Predict the time, traffic and bottleneck of one attention kernel.
+
+    bound: the busiest resource (hbm, l2, tensor, sfu, fp32, smem) when it is at
+    least 50% busy; launch when launch overhead is at least half the time; latency
+    when no resource is half busy (an under-filled grid or tail wave, or a chain of
+    dependent loads, MMAs and issue slots: see utilisation and grid).
+    """
     hw = gpu_from_options(gpu, sets)
     workload = workload_from_options(
         batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
