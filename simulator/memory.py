@@ -168,7 +168,9 @@ class PSServer:
         heap = self.heap
         limit = self.V + 1e-9 * (1.0 + abs(self.V))  # float slack on the finishing V
         done = []
-        while heap and heap[0][0] <= limit:
+        # ... or so close to done that its wake-up would come at `now` again (float time
+        # at `now` cannot advance by it): a zero-delay reschedule would repeat forever
+        while heap and (heap[0][0] <= limit or now + (heap[0][0] - self.V) * self.n == now):
             item = heappop(heap)
             self.n -= 1
             self.classes[item[2]] -= 1

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
 
 PIPE_NAMES = ("tensor", "sfu", "fp32", "smem")
@@ -226,18 +226,5 @@ class Timeline:
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write the Perfetto JSON atomically (a temp file renamed into place)."""
-        path = Path(path)
-        doc = self.to_perfetto()
-        directory = path.parent if str(path.parent) else Path(".")
-        if not directory.is_dir():
-            raise TilesimError(f"timeline: directory {str(directory)!r} does not exist")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(doc, f, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
+        text = json.dumps(self.to_perfetto(), separators=(",", ":"), allow_nan=False)
+        return write_atomic(path, text)

@@ -49,7 +49,7 @@ def test_absolute_values_as_numbers_or_strings(h100):
     assert h100.with_overrides({"sm_count": 114}).sm_count == 114
     assert h100.with_overrides({"l2_bytes": "40e6"}).l2_bytes == 40_000_000
     assert isinstance(h100.with_overrides({"l2_bytes": "40e6"}).l2_bytes, int)
-    assert h100.with_overrides({"sm_clock_hz": 2}).sm_clock_hz == 2.0
+    assert h100.with_overrides({"sm_clock_hz": 2_000_000_000}).sm_clock_hz == 2e9  # int: a float
 
 
 def test_multiplier_of_a_count_rounds_and_stays_an_integer(h100):

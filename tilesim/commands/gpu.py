@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError
-from .common import JsonOpt, console, print_json
+from .common import JsonOpt, check_output, console, print_json
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
 
@@ -95,8 +95,7 @@ def parse_mask(text: str) -> tuple[bool, ...]:
 
 
 def _check_out(path: Path | None) -> None:
-    if path is not None and path.exists() and path.is_dir():
-        raise TilesimError(f"--out {path} is a folder; give a file name")
+    check_output(path, "--out", (".json",))
 
 
 def _default_out(suffix: str) -> Path:
@@ -168,8 +167,7 @@ def calibrate(
 
     steps = check_steps([s.strip() for s in only.split(",")] if only else None)
     _check_out(out)
-    if preset_out is not None and not preset_out.parent.is_dir():
-        raise TilesimError(f"--preset-out: folder {str(preset_out.parent)!r} does not exist")
+    check_output(preset_out, "--preset-out", (".toml",))
     if transfer_to is not None and from_results is None:
         raise TilesimError("--transfer-to needs --from-results (the sibling's raw figures)")
     if from_results is not None:
