@@ -222,19 +222,22 @@ def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         Load("o", "Acc", tile, f"{r}*d*{FP32_BYTES}*{first_read}"),
         Load("lse", "LSE", tile, f"{r}*{FP32_BYTES}*{first_read}"),
         # -- S = Q K_j^T: each warp its block_n / split_k_warps keys ---------------
+        # The operands come from shared memory every step (ldmatrix): each warp reads
+        # all of Q and its slice of K_j (the compiled sm_90 kernel: 36 LDSM per warp and
+        # step at d = 64, with V_j's below), then the warps meet there for the row
+        # max and sum.
         Mma(r, n, "d", dtype, deps=("q", "kj")),
-        # -- row max and sum over the warps (through shared memory), P = exp(S - m) --
         Vector(
             exp=f"{r}*{n}",
             fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}{mask}",
-            smem=through_smem(f"2*{wk}*{r}*{FP32_BYTES}"),
+            smem=f"{wk}*{r}*d*e + {n}*d*e + {through_smem(f'2*{wk}*{r}*{FP32_BYTES}')}",
         ),
-        # -- each warp's partial P V_j, summed through shared memory --------------------
+        # -- each warp's partial P V_j (its slice of V_j), summed through shared memory --
         Mma(r, "d", n, dtype, deps=("vj",)),
         # -- O = (e^(lse - m) O + P V) / l, lse = m + log(l) ------------------------------
         Vector(
             fp32=f"{r}*d*{wk - 1 + V1_FP32_PER_O_STEP} + {times(r, V1_FP32_PER_ROW_STEP)}",
-            smem=through_smem(f"{wk}*{r}*d*{FP32_BYTES}"),
+            smem=f"{n}*d*e + {through_smem(f'{wk}*{r}*d*{FP32_BYTES}')}",
             deps=("o", "lse"),
         ),
         Store("Acc", tile, f"{r}*d*{FP32_BYTES}*(1 - {is_last})"),
