@@ -126,6 +126,8 @@ def fa1_released(workload: Workload, gpu: GPU) -> KernelConfig:
     config = KernelConfig(
         FA1_STEP_ROWS, block_n, warps, 2, "mma_sync", v1_kernel="released", split_k_warps=warps
     )
+    if smem_bytes("v1", workload, config) > gpu.smem_bytes_per_cta_max:
+        config = config.replace(num_stages=1)  # the A100's d = 256 backward
     return config.replace(num_splits=fa1_num_splits(workload, config, gpu))
 
 

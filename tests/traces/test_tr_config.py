@@ -72,7 +72,7 @@ def test_a_name_that_does_not_apply_is_one_line(name, algo, w, gpu, match):
 
 def test_every_listed_name_resolves_for_its_algorithm():
     for name in config_names():
-        key = {"sdpa-flash": "fa2", "fa1": "fa1-algorithm1"}.get(name, name)
+        key = {"sdpa-flash": "fa2", "fa1-released": "fa1"}.get(name, name)
         algo = NAMED_CONFIGS[key].algo if key != "default" else "v2"
         assert named_config(name, algo, wl(), H200) is not None
 
