@@ -16,7 +16,6 @@ from .explain import (
     fmt_si,
     fmt_speed,
     fmt_time,
-    fmt_x,
     score_traffic,
     tensor_bytes,
     uses_tma,
@@ -325,9 +324,9 @@ def v2(st: Story) -> Section:
         f"against v1's {fmt_si(r1.counters.fp32_ops)} (the exponentials stay "
         f"{fmt_si(r2.counters.exp_count)}: one per score). HBM traffic drops from "
         f"{fmt_bytes(p1.hbm_bytes)} to {fmt_bytes(p2.hbm_bytes)}.",
-        f"Predicted: {fmt_time(p2.time_s)}, {fmt_x(p1.time_s / p2.time_s)} faster than v1 "
-        f"({p1.tflops:.0f} TFLOPS) and {fmt_x(s.time_s / p2.time_s)} faster than standard "
-        f"attention; {p2.tflops:.0f} TFLOPS = {fmt_pct(nums['peak_share'])} of the tensor "
+        f"Predicted: {fmt_time(p2.time_s)}, {fmt_speed(p2.time_s, p1.time_s, 'v1')} "
+        f"({p1.tflops:.0f} TFLOPS) and {fmt_speed(p2.time_s, s.time_s, 'standard attention')}"
+        f"; {p2.tflops:.0f} TFLOPS = {fmt_pct(nums['peak_share'])} of the tensor "
         f"peak, bound: {p2.bound} (tensor cores busy {fmt_pct(p2.utilisation['tensor'])}, "
         f"SFU {fmt_pct(p2.utilisation['sfu'])}).",
     ]
