@@ -222,22 +222,23 @@ def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         Load("o", "Acc", tile, f"{r}*d*{FP32_BYTES}*{first_read}"),
         Load("lse", "LSE", tile, f"{r}*{FP32_BYTES}*{first_read}"),
         # -- S = Q K_j^T: each warp its block_n / split_k_warps keys ---------------
-        # The operands come from shared memory every step (ldmatrix): each warp reads
-        # all of Q and its slice of K_j (the compiled sm_90 kernel: 36 LDSM per warp and
-        # step at d = 64, with V_j's below), then the warps meet there for the row
-        # max and sum.
+        # The operands come from shared memory every step (ldmatrix): each warp its
+        # copy of Q (written there first) and its slice of K_j (the compiled sm_90
+        # kernel: 36 LDSM per warp and step at d = 64, with V_j's below); then the
+        # warps meet there for the row max and sum.
         Mma(r, n, "d", dtype, deps=("q", "kj")),
         Vector(
             exp=f"{r}*{n}",
             fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}{mask}",
-            smem=f"{wk}*{r}*d*e + {n}*d*e + {through_smem(f'2*{wk}*{r}*{FP32_BYTES}')}",
+            smem=f"2*{wk}*{r}*d*e + {n}*d*e + {through_smem(f'2*{wk}*{r}*{FP32_BYTES}')}",
         ),
         # -- each warp's partial P V_j (its slice of V_j), summed through shared memory --
         Mma(r, "d", n, dtype, deps=("vj",)),
-        # -- O = (e^(lse - m) O + P V) / l, lse = m + log(l) ------------------------------
+        # -- O = (e^(lse - m) O + P V) / l, lse = m + log(l); the O loaded and the O
+        # stored by plain loads and stores change layout through shared memory -----------
         Vector(
             fp32=f"{r}*d*{wk - 1 + V1_FP32_PER_O_STEP} + {times(r, V1_FP32_PER_ROW_STEP)}",
-            smem=f"{n}*d*e + {through_smem(f'{wk}*{r}*d*{FP32_BYTES}')}",
+            smem=f"{n}*d*e + {through_smem(f'({wk} + 2)*{r}*d*{FP32_BYTES}')}",
             deps=("o", "lse"),
         ),
         Store("Acc", tile, f"{r}*d*{FP32_BYTES}*(1 - {is_last})"),

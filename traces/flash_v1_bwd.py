@@ -218,12 +218,13 @@ def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         # the atomic adds below read dQacc's lines into L2 (nobody waits for them)
         Load("dqr", "dQacc", tile, f"{r}*d*{FP32_BYTES}"),
         # -- S = Q K_j^T, P = exp(S*scale - LSE); the operands from shared memory, every
-        # warp reading all of Q and its slice of K_j; P^T to dV's A operand there ------
+        # warp its copy of Q (written there first) and its slice of K_j; P^T to dV's A
+        # operand there ------------------------------------------------------------------
         Mma(r, n, "d", dtype, deps=("q", "kj")),
         Vector(
             exp=f"{r}*{n}",
             fp32=f"{r}*{n}*{BWD_FP32_PER_SCORE_P}{mask}",
-            smem=f"{wk}*{r}*d*e + {n}*d*e + {through_smem(f'{r}*{n}*e')}",
+            smem=f"2*{wk}*{r}*d*e + {n}*d*e + {through_smem(f'{r}*{n}*e')}",
             deps=("lse",),
         ),
         # -- dV_j += P^T dO (each warp its keys' rows); dP = dO V_j^T ----------------
@@ -232,7 +233,7 @@ def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         # -- dS = P * (dP - D); dS^T to dK's A operand ---------------------------------
         Vector(
             fp32=f"{r}*{n}*{BWD_FP32_PER_SCORE_DS}",
-            smem=f"{wk}*{r}*d*e + {n}*d*e + {through_smem(f'{r}*{n}*e')}",
+            smem=f"2*{wk}*{r}*d*e + {n}*d*e + {through_smem(f'{r}*{n}*e')}",
             deps=("dd",),
         ),
         # -- dK_j += dS^T Q; dQ = dS K_j, the warps' partials summed in shared memory ---
