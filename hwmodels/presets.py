@@ -13,10 +13,10 @@ from. A file may instead start from another preset and change a few fields —
     base = "h200_sxm_141gb"
     hbm_bandwidth_Bps = 4.27e12  # micro-benchmark: ...
 
-Names resolve in this order: an alias (``h100``), a preset in ``presets/``
-(``h100_sxm5_80gb``, ``h200_sxm_141gb.calibrated``), a what-if variant name
-(``h100_sxm5_80gb+hbm_bandwidth_Bps=2x``, as `GPU.with_overrides` names it), or
-a path to a ``.toml`` file.
+Names resolve in this order: an alias (``h100``: the best-founded preset of that
+GPU), a preset in ``presets/`` (``h100_sxm5_80gb``, ``h200_sxm_141gb.calibrated``), a
+what-if variant name (``h100_sxm5_80gb+hbm_bandwidth_Bps=2x``, as `GPU.with_overrides`
+names it), or a path to a ``.toml`` file.
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ from .schema import (
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 CALIBRATED_SUFFIX = ".calibrated"
 
+# Each short name is the best-founded preset of its GPU: measured on it, transferred
+# from a measured sibling die, or from published measurements. The datasheet presets
+# stay selectable by their full names.
 ALIASES: dict[str, str] = {
-    "a100": "a100_sxm4_80gb",
-    "h100": "h100_sxm5_80gb",
-    "h200": "h200_sxm_141gb",
+    "a100": "a100_sxm4_80gb.published",
+    "h100": "h100_sxm5_80gb.transferred",
+    "h200": "h200_sxm_141gb" + CALIBRATED_SUFFIX,
     "h200-cal": "h200_sxm_141gb" + CALIBRATED_SUFFIX,
 }
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 
-from simpy import Environment
 from simpy.events import Timeout
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from ..traces.files import validate
 from ..traces.ir import Trace
+from .environment import Environment
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -93,6 +93,7 @@ def simulate(
         raise TilesimError(_deadlock(runs[-1] if runs else None))
     if tl is not None:
         tl.finish(env.now)
+        tl.sampled = _sampling(runs, steps)
     events = next(env._eid)
     return _prediction(
         trace, gpu, fidelity, runs, overhead, analytic, events, time.perf_counter() - wall, tl
@@ -110,6 +111,18 @@ def _deadlock(run) -> str:
                 f"waits for {st.waiting!r}, which never happens"
             )
     return f"deadlock in {where}: nothing left to run but the launch did not finish"
+
+
+def _sampling(runs, steps: StepTables) -> str:
+    """What ``fast`` fidelity left out of the run, in words ("" if nothing)."""
+    parts = [
+        f"{run.launch.name}: {run.simulated_items} of {run.compiled.num_items} CTAs simulated"
+        for run in runs
+        if run.simulated_items < run.compiled.num_items
+    ]
+    if steps.coalesced:
+        parts.append("loop iterations coalesced into macro-steps")
+    return "; ".join(parts)
 
 
 def _utilisation(ctr: list, cycles: float, gpu: GPU, memory_costs: tuple) -> dict:

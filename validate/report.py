@@ -124,6 +124,7 @@ class Report:
     stored: bool = False
     measured_clock: bool = True  # predicted at the SM clock read while each point was timed
     skipped: list[str] = field(default_factory=list)  # files given that hold no measurement
+    timing: str = "eager"  # which measured time: do_bench's ("eager") or a graph replay's
 
     def predicted(self, points: Sequence[Point] | None = None) -> list[Point]:
         return [p for p in (self.points if points is None else points) if p.predicted_s]
@@ -138,6 +139,7 @@ class Report:
             "fidelity": self.fidelity,
             "recomputed": not self.stored,
             "sm_clock": "measured" if self.measured_clock else "preset",
+            "timing": self.timing,
             "files": self.files,
             "points": len(self.points),
             "not_predicted": len(self.points) - len(pts),
@@ -328,14 +330,19 @@ def set_name(doc: dict) -> str:
     return "grid"
 
 
-def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[Point]]:
+TIMINGS = {"eager": "time_s", "graph": "time_graph_s"}  # --timing -> the measured field
+
+
+def collect_points(
+    docs: Sequence[tuple[str, dict]], timing: str = "eager"
+) -> tuple[list[Point], list[Point]]:
     """(tilesim points from validate files, external points from bench files).
 
     A point measured by several files (the same set, algorithm, workload and config:
     the same set re-measured in another run) is one point whose time is the mean of
     its runs', predicted once at their mean SM clock.
     """
-    own, ext = _collect(docs)
+    own, ext = _collect(docs, TIMINGS[timing])
     merged: dict[tuple, Point] = {}
     for p in own:
         key = (p.set_name, p.algo, p.workload, p.config)
@@ -359,10 +366,12 @@ def _mean_parts(a: Point, b: Point) -> dict:
     return {k: (a.parts_measured[k] * n + b.parts_measured[k]) / (n + 1) for k in a.parts_measured}
 
 
-def _collect(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[Point]]:
+def _collect(docs: Sequence[tuple[str, dict]], field_: str) -> tuple[list[Point], list[Point]]:
     own, ext = [], []
     for name, doc in docs:
         for i, row in enumerate(schema.ok_rows(doc)):
+            if doc["kind"] == "validate" and not row.get(field_):
+                continue  # not measured this way (graph timing: older files, uncapturable)
             where = f"{name}: measurements[{i}]"
             w = schema.workload_from_record(row, where)
             if doc["kind"] == "validate":
@@ -374,12 +383,12 @@ def _collect(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[Point]
                         row["algo"],
                         w,
                         cfg,
-                        row["time_s"],
+                        row[field_],
                         stored=row.get("predictions") or {},
                         clock_MHz=row.get("clock_sm_MHz"),
                         parts_measured=row.get("parts") or {},
                         set_name=set_name(doc),
-                        runs={name: row["time_s"]},
+                        runs={name: row[field_]},
                         run_clocks={name: row.get("clock_sm_MHz")},
                     )
                 )
@@ -405,13 +414,16 @@ def build_report(
     measured_clock: bool = True,
     passes: Sequence[str] | None = None,
     progress=None,
+    timing: str = "eager",
 ) -> Report:
     """Load results files and predict every measured point with ``preset`` (None: the
     calibrated preset of the measured GPU where one exists, else its datasheet one).
 
     Files that hold no measurement tilesim reads (calibrate, registers, ncu files, the
     accuracy baseline, other JSON) are passed over and named in ``Report.skipped``.
-    ``progress(done, total)`` is called as predictions come in.
+    ``progress(done, total)`` is called as predictions come in. ``timing``: "eager"
+    compares with the do_bench time of the launches as Python issues them, "graph" with
+    their CUDA-graph replay (the GPU's time alone; points measured without it are left out).
 
     ``algos``: only these algorithms' points (and no external kernels), of the
     forward unless ``passes`` says otherwise (the accuracy guard is per algorithm
@@ -438,7 +450,9 @@ def build_report(
         )
     preset = preset or best_preset(docs)
     load_gpu(preset)  # an unknown preset is one clear error now, not one per point
-    own, ext = collect_points(docs)
+    if timing not in TIMINGS:
+        raise TilesimError(f"unknown timing {timing!r} (choose eager or graph)")
+    own, ext = collect_points(docs, timing)
     if algos is not None:
         own = [p for p in own if p.algo in algos]
         ext = []
@@ -448,7 +462,10 @@ def build_report(
         own = [p for p in own if p.pass_ in passes]
         ext = [p for p in ext if p.pass_ in passes]
     if not own:
-        raise TilesimError("the validate files hold no successful measurement")
+        raise TilesimError(
+            "the validate files hold no successful measurement"
+            + (" with a CUDA-graph time" if timing == "graph" else "")
+        )
     points = own + ext
     if stored:
         for p in own:
@@ -476,6 +493,7 @@ def build_report(
         stored=stored,
         measured_clock=measured_clock,
         skipped=skipped,
+        timing=timing,
     )
 
 
@@ -590,6 +608,14 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
                 f"{c['median']:.0f} MHz median ({c['min']:.0f}-{c['max']:.0f})",
             )
         )
+    rows.append(
+        (
+            "measured time",
+            "CUDA-graph replay of the launches (the GPU's time alone)"
+            if summary.get("timing") == "graph"
+            else "do_bench of the launches as Python issues them",
+        )
+    )
     rows.append(
         (
             "predicted at",

@@ -226,7 +226,9 @@ def test_validate_rejects_what_the_gpu_cannot_run(gpus):
     w = Workload(1, 1, 512, 512, 128)
     v3 = build("v3", w, h100, named_config("fa3", "v3", w, h100))
     wgmma_only = dataclasses.replace(a100, has_wgmma=True)
-    with pytest.raises(TilesimError, match="tma: TMA loads need Hopper; a100_sxm4_80gb has no TMA"):
+    with pytest.raises(
+        TilesimError, match="tma: TMA loads need Hopper; a100_sxm4_80gb.published has no TMA"
+    ):
         validate(v3, wgmma_only)
     w2 = Workload(1, 1, 512, 512, 128)
     # tiles that fit an A100's shared memory, so the wgmma check is the one that fires

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
@@ -392,3 +393,24 @@ def test_the_accuracy_baseline_beside_the_results_is_passed_over(files, rep, tmp
     again = report.build_report([files["validate"], files["bench"], baseline], preset="h200")
     assert again.files == rep.files
     assert [p.predicted_s for p in again.points] == [p.predicted_s for p in rep.points]
+
+
+def test_graph_timing_compares_with_the_graph_replay_and_leaves_out_points_without_it(
+    files, rep, tmp_path
+):
+    doc = schema.load_results(files["validate"])
+    ok = [r for r in doc["measurements"] if r["status"] == "ok"]
+    for r in ok[:3]:
+        r["time_graph_s"] = r["time_s"] / 2  # the host's launch cost gone
+    path = schema.save_results(doc, tmp_path / "g.json")
+    graph = report.build_report([path], preset="h200", timing="graph")
+    assert len(graph.points) == 3
+    eager = {(p.algo, p.workload): p for p in rep.points}
+    for p in graph.points:
+        assert p.measured_s == eager[(p.algo, p.workload)].measured_s / 2
+        assert p.predicted_s == eager[(p.algo, p.workload)].predicted_s
+    assert graph.summary()["timing"] == "graph"
+    with pytest.raises(TilesimError, match="unknown timing"):
+        report.build_report([path], preset="h200", timing="lazy")
+    with pytest.raises(TilesimError, match="with a CUDA-graph time"):
+        report.build_report([files["validate"]], preset="h200", timing="graph")

@@ -206,6 +206,12 @@ def _run_and_show(
     )
     if timeline is not None:
         pred.timeline.write(timeline)
+        if pred.timeline.sampled:
+            err_console.print(
+                f"note: the timeline is sampled ({pred.timeline.sampled}); "
+                "--fidelity detailed draws every CTA and iteration",
+                soft_wrap=True,
+            )
     if gantt is not None:
         from ..plots import gantt as draw_gantt
 

@@ -86,6 +86,14 @@ def report(
             show_default=False,
         ),
     ] = None,
+    timing: Annotated[
+        str,
+        typer.Option(
+            "--timing",
+            help="eager (do_bench of the launches as Python issues them) or graph (their "
+            "CUDA-graph replay: the GPU's time without the host's launch cost).",
+        ),
+    ] = "eager",
     json_out: JsonOpt = False,
 ) -> None:
     """Accuracy of the model against measured kernel times (predictions recomputed, on CPU)."""
@@ -109,6 +117,7 @@ def report(
             stored,
             measured_clock=not preset_clock,
             progress=tick,
+            timing=timing,
         )
     for note in result.skipped:
         err_console.print(f"note: passed over {note}: no kernel measurement", soft_wrap=True)

@@ -18,7 +18,6 @@ from rich.tree import Tree
 from ..hwmodels import GPU
 from ..traces import build
 from ..traces.config import config_names, named_config
-from ..traces.counters import counters
 from ..traces.expand import expand
 from ..traces.files import save, to_dict
 from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Op, Store, Trace, Vector, Wait
@@ -168,6 +167,8 @@ def trace_show(
         mma_path=mma_path, persistent=persistent, pingpong=pingpong,
         warp_specialize=warp_specialize,
     )  # fmt: skip
+    from ..traces.counters import counters  # numpy: not for the rest of the CLI
+
     flat = expand(trace, launch_index, cta) if cta is not None else None
     c = counters(trace)
     if as_json:
