@@ -14,7 +14,7 @@ import torch
 import triton
 
 from ..errors import TilesimError
-from ..traces.config import check_fits, kernel_config
+from ..traces.config import check_fits, default_config
 from ..traces.workload import HEAD_DIMS, KernelConfig, Workload
 
 LOG2E = 1.4426950408889634  # 1 / ln 2: the kernels compute exp(x) as exp2(x * LOG2E)
@@ -87,7 +87,7 @@ def is_hopper(device: torch.device) -> bool:
 
 @dataclass(frozen=True)
 class DeviceFeatures:
-    """The few GPU facts ``kernel_config``/``check_fits`` read, when no preset loads."""
+    """The few GPU facts ``default_config``/``check_fits`` read, when no preset loads."""
 
     name: str
     has_tma: bool
@@ -127,7 +127,7 @@ def resolve_config(
     workload = Workload(batch, heads, n_q, k.shape[2], d, causal=causal, dtype=dtype, pass_=pass_)
     gpu = device_gpu(q.device)
     if config is None:
-        config = kernel_config(algo, workload, gpu)
+        config = default_config(algo, workload, gpu)
     elif not isinstance(config, KernelConfig):
         raise TilesimError(f"config must be a KernelConfig, got {type(config).__name__}")
     if min(config.block_m, config.block_n) < 16:

@@ -113,7 +113,7 @@ def attention(
     CUDA GPU (or on the CPU under ``TRITON_INTERPRET=1``). d in 64, 128, 256.
     ``causal`` masks column j > row i (top-left aligned, as torch's ``is_causal``).
     ``sm_scale`` defaults to 1/sqrt(d). ``algo``: standard, v1, v2, v3 (Hopper only).
-    ``config``: a KernelConfig; default ``traces.config.kernel_config`` for this
+    ``config``: a KernelConfig; default ``traces.config.default_config`` for this
     workload and GPU (predict with the same config to compare). ``out``: an optional
     contiguous output buffer.
 
@@ -124,7 +124,7 @@ def attention(
     Gradients: when grad mode is on and q, k or v requires grad, the result is
     differentiable (standard, v1, v2): ``attention(q, k, v).backward(g)`` runs the
     same algorithm's backward kernels, with ``bwd_config`` (default: the backward
-    tiles of ``traces.config.kernel_config`` with ``pass_="bwd"``). v3, fp8 and an
+    tiles of ``traces.config.default_config`` with ``pass_="bwd"``). v3, fp8 and an
     ``out`` buffer are refused then, at forward time. Inputs that need no grad take
     the forward-only path, unchanged.
     """
@@ -201,7 +201,7 @@ def backward_launches(
     reads (P, ℓ and m, or the LSE: :mod:`tilesim.kernels.autograd`); it is not
     one of the returned launches. Running every ``run()`` in order computes
     dq, dk, dv; each run may be repeated (a benchmark times them). ``config``:
-    the backward's KernelConfig, default ``traces.config.kernel_config`` for the
+    the backward's KernelConfig, default ``traces.config.default_config`` for the
     workload with ``pass_="bwd"`` (predict with the same config to compare).
     Launch names: standard_bwd_{dv,dp,softmax,dq,dk}, v1_bwd,
     v2_bwd_{preprocess,dkdv,dq}. Algorithms: standard, v1, v2 (v3 and fp8: error).

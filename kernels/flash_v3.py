@@ -37,9 +37,8 @@ the Gluon kernel does the first two):
 * in-kernel V transpose for FP8 (FlashAttention-3 does it with LDSM/STSM).
 
 Measured (kernels/TUNING.md): Triton's warp-specialised build hung on an H200
-with Triton 3.6. ``traces.config.default_config`` is FlashAttention-3's schedule (warp
-specialisation + ping-pong), which predictions use; ``traces.config.kernel_config``
-(what `attention` runs when no config is given) is, at d <= 128, the Gluon kernel
+with Triton 3.6. ``traces.config.default_config`` (what `attention` runs when no
+config is given, and what predictions use) is, at d <= 128, the Gluon kernel
 with warp specialisation, no ping-pong and 3 stages (1.13-1.15x this Triton
 kernel's fp16 throughput on the H200); at d = 256 this Triton kernel (no warp
 specialisation, 2 stages).

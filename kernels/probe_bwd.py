@@ -26,7 +26,7 @@ import torch
 import triton
 
 from ..errors import TilesimError
-from ..traces.config import kernel_config
+from ..traces.config import default_config
 from ..traces.workload import KernelConfig, Workload
 from . import backward_launches, reference_grads, rel_error
 from ._common import device_gpu
@@ -133,7 +133,7 @@ def main(argv=None) -> None:
             )
             ref = reference_grads(q, k, v, do, causal)
             wl = Workload(batch, heads, n, n, d, causal=causal, dtype="fp16", pass_="bwd")
-            default = kernel_config("v2", wl, gpu)
+            default = default_config("v2", wl, gpu)
             sdpa_ms, sdpa_errs = _sdpa(q, k, v, do, causal, ref)
             flops = _flops(batch, heads, n, d, causal)
             row = {"kind": "sdpa_flash", "n": n, "causal": causal, "ms": sdpa_ms,

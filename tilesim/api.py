@@ -15,7 +15,7 @@ import dataclasses
 from .errors import TilesimError
 from .hwmodels import GPU, load_gpu
 from .simulator import Prediction, simulate
-from .traces import build, default_config
+from .traces import build, default_config, named_config
 from .traces.workload import KernelConfig, Workload
 
 
@@ -40,9 +40,10 @@ def predict(
 
     ``gpu``: a preset name / alias / .toml path, or a `GPU`. ``overrides``: what-if
     changes of the GPU's fields (``{"hbm_bandwidth_Bps": "2x"}``). ``config``: a
-    `KernelConfig`, or a dict of fields to change in the algorithm's default
-    (``{"block_n": 128}``). ``seqlen_kv`` defaults to ``seqlen``. ``pass_``: "fwd",
-    "bwd" or "fwd_bwd" (each pass with its own default config).
+    `KernelConfig`, a named schedule (``"fa3"``, ``"fa2"``: `traces.NAMED_CONFIGS`), or a
+    dict of fields to change in the algorithm's default (``{"block_n": 128}``).
+    ``seqlen_kv`` defaults to ``seqlen``. ``pass_``: "fwd", "bwd" or "fwd_bwd" (each
+    pass with its own default config).
     """
     hw = gpu if isinstance(gpu, GPU) else load_gpu(gpu)
     if overrides:
@@ -64,8 +65,12 @@ def predict(
 def _config(algo: str, workload: Workload, gpu: GPU, config) -> KernelConfig | None:
     if config is None or isinstance(config, KernelConfig):
         return config
+    if isinstance(config, str):
+        return named_config(config, algo, workload, gpu)
     if not isinstance(config, dict):
-        raise TilesimError(f"config must be a KernelConfig or a dict, got {type(config).__name__}")
+        raise TilesimError(
+            f"config must be a KernelConfig, a dict or a config name, got {type(config).__name__}"
+        )
     fields = {f.name for f in dataclasses.fields(KernelConfig)}
     unknown = sorted(set(config) - fields)
     if unknown:

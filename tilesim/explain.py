@@ -25,7 +25,7 @@ from .errors import TilesimError
 from .hwmodels.gpu import GPU
 from .runner import Job, run_jobs
 from .traces import build, default_config
-from .traces.config import check_algo, kernel_config
+from .traces.config import check_algo, named_config
 from .traces.counters import Counters, counters
 from .traces.ir import Load, Loop, Trace
 from .traces.workload import Workload
@@ -180,14 +180,9 @@ def _plan(gpu: GPU, w: Workload) -> dict[str, tuple[str, Workload, object]]:
         plan[algo] = (algo, base, None)
     if hopper:
         plan["v3"] = ("v3", base, None)
-        cfg = default_config("v3", base, gpu)
-        if not (cfg.warp_specialize and cfg.pingpong):
-            # FlashAttention-3's CUDA schedule, which the Triton kernel cannot express
-            plan["v3_fa3"] = ("v3", base, cfg.replace(warp_specialize=True, pingpong=True))
-        triton = kernel_config("v3", base, gpu)
-        if triton != cfg:
-            # what tilesim's Triton v3 kernel runs (and validation measures)
-            plan["v3_triton"] = ("v3", base, triton)
+        if base.head_dim <= 128:
+            # FlashAttention-3's ping-pong schedule, which the Gluon kernel runs when asked
+            plan["v3_fa3"] = ("v3", base, named_config("fa3", "v3", base, gpu))
         if gpu.has_fp8:
             plan["v3_fp8"] = ("v3", _with(base, dtype="fp8"), None)
     fast = ("standard", "v2") + (("v3",) if hopper else ())

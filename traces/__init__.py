@@ -34,7 +34,14 @@ from . import (
     standard,
     standard_bwd,
 )
-from .config import check_algo, check_fits, default_config, kernel_config
+from .config import (
+    NAMED_CONFIGS,
+    check_algo,
+    check_fits,
+    default_config,
+    describe_config,
+    named_config,
+)
 from .counters import Counters
 from .expand import FlatOp
 from .expr import free_names
@@ -160,7 +167,9 @@ __all__ = [
     "Workload",
     "build",
     "default_config",
-    "kernel_config",
+    "describe_config",
+    "named_config",
+    "NAMED_CONFIGS",
     "kept_bytes",
     "load",
     "save",

@@ -1,11 +1,17 @@
-"""Default kernel configurations per algorithm and GPU, and their shared-memory need.
+"""Kernel configurations: the one default per workload and GPU, and the named schedules.
 
-One source of truth for both the trace generators and the Triton kernels: a
-prediction and a measurement launched with ``default_config(...)`` describe the
-same grid and tiles.
+`default_config` is what tilesim's kernels run when none is given, so a
+prediction and a measurement of the default describe the same grid and tiles.
+Published schedules (FlashAttention-3's ping-pong, FlashAttention-2's CUDA
+tiles, the FlashAttention paper's Algorithm 1) are `NAMED_CONFIGS` a user
+selects by name; each names the kernel that runs it. `describe_config` tells
+which of them a config is, or that no kernel has run it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
@@ -13,7 +19,7 @@ from .workload import ALGOS, KernelConfig, Workload
 
 
 def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
-    """The configuration tilesim's kernels use when none is given."""
+    """The configuration tilesim's kernels run when none is given."""
     check_algo(algo, workload, gpu)
     d = workload.head_dim
     hopper = gpu.has_wgmma
@@ -27,28 +33,27 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
         # block_m x d with a k-loop of block_n; the softmax kernel takes one row per CTA.
         return KernelConfig(128, 128 if d <= 128 else 64, 8 if hopper else 4, 2, path)
     if algo == "v1":
-        # Algorithm 1's block sizes, B_c = M / 4d and B_r = min(B_c, d), for M = 32 Ki
-        # elements (64 KiB of fp16 shared memory): 64 x 128 at d=64, 64 x 64 at d=128;
-        # B_r kept at 64 (d=256 would give 32 x 32 tiles, too small for the tensor cores).
-        return KernelConfig(64, 128 if d <= 64 else 64, 4, 1, path)
+        return _fa1_algorithm1(workload, gpu)
     if algo == "v2":
-        # FlashAttention-2's CUDA tiles: 128 x 128 at d=64, 128 x 64 at d=128 (Ampere);
-        # 64 x 64 at d=256.
         if d <= 64:
             return KernelConfig(128, 128, 4 if not hopper else 8, 3, path)
         if d <= 128 and hopper:
-            # measured on the H200: 128 x 128, 3 stages: 537 TFLOPS; 128 x 64: 502
+            # 128 x 128, 3 stages measured faster than FA2's 128 x 64 on the H200
             # (kernels/TUNING.md)
             return KernelConfig(128, 128, 8, 3, path)
         if d <= 128:
             return KernelConfig(128, 64, 4, 3, path)
         return KernelConfig(64, 64, 4, 2, path)
-    # v3: FlashAttention-3's schedule: a TMA producer warpgroup + two consumer
-    # warpgroups (8 consumer warps) that ping-pong, 2 stages.
-    block_n = 128 if d <= 128 else 64
-    return KernelConfig(
-        128, block_n, 8, 2, "wgmma", warp_specialize=True, pingpong=True, persistent=False
-    )
+    # v3 at d <= 128: the Gluon kernel (kernels/flash_v3_gluon.py), a TMA producer warp
+    # and two consumer warpgroups, no ping-pong, 3 stages; fp8 without the mask runs it
+    # persistent (one CTA per SM looping over the Q tiles). At d = 256 the plain Triton
+    # kernel: one warpgroup pair issuing its own TMA loads, 2 stages.
+    if d <= 128:
+        persistent = workload.dtype == "fp8" and not workload.causal
+        return KernelConfig(
+            128, 128, 8, 3, "wgmma", warp_specialize=True, pingpong=False, persistent=persistent
+        )
+    return KernelConfig(128, 64, 8, 2, "wgmma")
 
 
 def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig:
@@ -86,29 +91,122 @@ def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig
     return KernelConfig(32, 32, 4, 2, path)
 
 
-def kernel_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
-    """The configuration tilesim's Triton kernels run when none is given.
+def _fa1_algorithm1(workload: Workload, gpu: GPU) -> KernelConfig:
+    """The FlashAttention paper's Algorithm 1: B_c = M / 4d, B_r = min(B_c, d).
 
-    It equals `default_config` except where the kernels measured faster otherwise.
-    v3 at d <= 128 runs the Gluon kernel (kernels/flash_v3_gluon.py): a TMA producer
-    warp and two consumer warpgroups, warp-specialised, without ping-pong and with 3
-    stages, which measured 0-3% faster on the H200 than ping-pong with 2 stages (and
-    ping-pong slower at fp8; kernels/TUNING.md). FP8 without the causal mask runs it
-    persistent (one CTA per SM looping over the Q tiles, the next tile's Q and K/V
-    loaded while this one ends): 847 / 877 / 918 TFLOPS at N = 4k / 8k / 16k against
-    797 / 852 / 893 (H200, d = 128); fp16 gained nothing from it and causal lost. At
-    d = 256 (which the Gluon kernel does not take) v3 is the plain Triton kernel: one
-    warpgroup pair with TMA loads, wgmma and 2 stages. Validation predicts exactly this config.
+    For M = 32 Ki elements (64 KiB of fp16 shared memory): 64 x 128 at d=64, 64 x 64
+    at d=128; B_r kept at 64 (d=256 would give 32 x 32 tiles, too small for the
+    tensor cores).
     """
-    config = default_config(algo, workload, gpu)
-    if algo == "v3":
-        if workload.head_dim <= 128:
-            config = config.replace(warp_specialize=True, pingpong=False, num_stages=3)
-            if workload.dtype == "fp8" and not workload.causal:
-                config = config.replace(persistent=True)
-        else:
-            config = config.replace(warp_specialize=False, pingpong=False, num_stages=2)
+    path = "wgmma" if gpu.has_wgmma else "mma_sync"
+    return KernelConfig(64, 128 if workload.head_dim <= 64 else 64, 4, 1, path)
+
+
+def _fa2_cuda(workload: Workload, gpu: GPU | None) -> KernelConfig | None:
+    """FlashAttention-2's CUDA forward tiles (its kernel traits for A100/H100).
+
+    mma.sync on every GPU, 4 warps, K/V double-buffered with cp.async: 128 x 128
+    at d=64, 128 x 64 at d=128; 128 x 64 with 8 warps at d=256, whatever the GPU.
+    PyTorch SDPA's `flash` backend is this code.
+    """
+    if workload.pass_ != "fwd":
+        return None
+    tiles = {64: (128, 128, 4), 128: (128, 64, 4), 256: (128, 64, 8)}
+    block_m, block_n, warps = tiles[workload.head_dim]
+    return KernelConfig(block_m, block_n, warps, 2, "mma_sync")
+
+
+def _fa3_pingpong(workload: Workload, gpu: GPU) -> KernelConfig | None:
+    """FlashAttention-3's schedule: a TMA producer, two consumer warpgroups that
+    ping-pong (one's softmax under the other's GEMMs), 2 stages, 128 x 128 tiles
+    at d <= 128 (128 x 64 at d = 256)."""
+    if workload.pass_ != "fwd" or not gpu.has_wgmma:
+        return None
+    block_n = 128 if workload.head_dim <= 128 else 64
+    return KernelConfig(128, block_n, 8, 2, "wgmma", warp_specialize=True, pingpong=True)
+
+
+@dataclass(frozen=True)
+class NamedConfig:
+    """A published schedule, selectable by name, and the kernel that runs it."""
+
+    algo: str  # the algorithm whose schedule it is
+    about: str  # one line: whose schedule
+    ran_by: str  # the kernel that runs it (validation times that kernel)
+    make: Callable[[Workload, GPU], KernelConfig | None]  # None: not defined for the workload
+    runs: Callable[[Workload], bool] = lambda w: True  # whether that kernel takes the workload
+
+
+NAMED_CONFIGS: dict[str, NamedConfig] = {
+    "fa3": NamedConfig(
+        "v3",
+        "FlashAttention-3's ping-pong schedule (TMA producer, two consumer warpgroups, 2 stages)",
+        "tilesim's Gluon v3 kernel with ping-pong on",
+        _fa3_pingpong,
+        runs=lambda w: w.head_dim <= 128,
+    ),
+    "fa2": NamedConfig(
+        "v2",
+        "FlashAttention-2's CUDA tiles (mma.sync, cp.async double buffering)",
+        "PyTorch SDPA's flash backend (FlashAttention-2's CUDA kernel)",
+        _fa2_cuda,
+        runs=lambda w: w.dtype != "fp8",
+    ),
+    "fa1-algorithm1": NamedConfig(
+        "v1",
+        "the FlashAttention paper's Algorithm 1 (one CTA per head, B_c = M/4d)",
+        "tilesim's v1 Triton kernel",
+        lambda w, gpu: _fa1_algorithm1(w, gpu) if w.pass_ == "fwd" else None,
+    ),
+}
+# other spellings of the same schedules
+CONFIG_ALIASES = {"sdpa-flash": "fa2", "fa1": "fa1-algorithm1"}
+DEFAULT_RAN_BY = {
+    "standard": "tilesim's standard-attention Triton kernels",
+    "v1": "tilesim's v1 Triton kernel",
+    "v2": "tilesim's v2 Triton kernel",
+    "v3": "tilesim's Gluon v3 kernel (d <= 128) or its Triton v3 kernel (d = 256)",
+}
+
+
+def config_names() -> list[str]:
+    """Every name `named_config` takes: "default", the named schedules, their aliases."""
+    return ["default", *NAMED_CONFIGS, *CONFIG_ALIASES]
+
+
+def named_config(name: str, algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
+    """The config called ``name`` for ``algo`` on ``workload`` ("default": `default_config`)."""
+    key = CONFIG_ALIASES.get(name, name)
+    if key == "default":
+        return default_config(algo, workload, gpu)
+    if key not in NAMED_CONFIGS:
+        raise TilesimError(f"unknown config {name!r} (choose from {', '.join(config_names())})")
+    named = NAMED_CONFIGS[key]
+    if named.algo != algo:
+        raise TilesimError(f"config {name!r} is a schedule of {named.algo}, not of {algo}")
+    check_algo(algo, workload, gpu)
+    config = named.make(workload, gpu)
+    if config is None:
+        raise TilesimError(
+            f"config {name!r} ({named.about}) is not defined for a {workload.pass_} pass on "
+            f"{gpu.name}"
+        )
     return config
+
+
+def describe_config(algo: str, workload: Workload, gpu: GPU, config: KernelConfig | None) -> str:
+    """Which schedule ``config`` is and which kernel runs it, or that none has run it.
+
+    ``config`` None: each pass its own default (a fwd_bwd trace).
+    """
+    if config is None or config == default_config(algo, workload, gpu):
+        return f"default: what {DEFAULT_RAN_BY[algo]} run{'' if algo == 'standard' else 's'}"
+    for name, named in NAMED_CONFIGS.items():
+        if named.algo == algo and named.make(workload, gpu) == config:
+            if named.runs(workload):
+                return f"{name}: {named.about}, as {named.ran_by} runs it"
+            return f"{name}: {named.about}; no kernel runs it for this workload"
+    return "custom: no kernel has run this configuration (the prediction is the model's alone)"
 
 
 def check_algo(algo: str, workload: Workload, gpu: GPU) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import TilesimError
-from ..traces.config import kernel_config
+from ..traces.config import default_config
 from ..traces.workload import ALGOS
 from . import metadata, schema, timing
 from .grid import SDPA_BACKENDS, BenchShape
@@ -148,7 +148,7 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
     try:
         if impl.startswith("tilesim-"):
             algo = impl.removeprefix("tilesim-")
-            config = kernel_config(algo, w, preset)
+            config = default_config(algo, w, preset)
             if algo == "standard":
                 need = timing.standard_scratch_bytes(w) * 1.25
                 if need > timing.free_bytes():
@@ -187,7 +187,7 @@ def _one_backward(impl, w, q, k, v, do, preset, warmup_ms, rep_ms, torch, sample
         extra = {}
         if impl.startswith("tilesim-"):
             algo = impl.removeprefix("tilesim-")
-            config = kernel_config(algo, w, preset)  # w.pass_ == "bwd": the backward's
+            config = default_config(algo, w, preset)  # w.pass_ == "bwd": the backward's
             if algo == "standard":
                 need = timing.standard_backward_scratch_bytes(w) * 1.25
                 if need > timing.free_bytes():

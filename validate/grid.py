@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
-from ..traces.config import check_algo, kernel_config
+from ..traces.config import NAMED_CONFIGS, check_algo, default_config
 from ..traces.workload import ALGOS, KernelConfig, Workload
 
 TOKENS = 16384  # tokens per batch (batch x seqlen)
@@ -135,7 +135,7 @@ def validate_grid(
                         if not _runnable(algo, w, gpu):
                             continue
                         # fwd_bwd: each pass runs (and is predicted with) its own default
-                        cfg = kernel_config(algo, w, gpu) if pass_ == "bwd" else None
+                        cfg = default_config(algo, w, gpu) if pass_ == "bwd" else None
                         points.append(GridPoint(algo, w, cfg, pass_))
     return points
 
@@ -162,7 +162,7 @@ def _forward_points(gpu, algos, seqlens, head_dims, causal, spot_checks, tokens,
             w = workload(n, d, c, dtype, tokens, hidden)
             if not _runnable(algo, w, gpu):
                 continue
-            points.append(GridPoint(algo, w, kernel_config(algo, w, gpu), dtype))
+            points.append(GridPoint(algo, w, default_config(algo, w, gpu), dtype))
     return points
 
 
@@ -196,19 +196,16 @@ def bench_shapes(
     ]
 
 
-def sdpa_flash_config(head_dim: int) -> KernelConfig | None:
-    """The tile schedule of PyTorch SDPA's `flash` backend, as a tilesim v2 config.
+def sdpa_flash_config(workload: Workload) -> KernelConfig | None:
+    """The tile schedule of PyTorch SDPA's `flash` backend: the `fa2` named config.
 
-    That backend is FlashAttention-2's CUDA code: Ampere-style mma.sync (also on
-    Hopper), 4 warps, K/V double-buffered with cp.async, tiles 128 x 128 at d=64
-    and 128 x 64 at d=128 (FlashAttention-2 paper and its kernel traits). None for
-    head dims whose tiles are not described here.
+    That backend is FlashAttention-2's CUDA code (mma.sync also on Hopper, 4 warps,
+    K/V double-buffered with cp.async). None where it does not run (fp8, backward).
     """
-    tiles = {64: (128, 128), 128: (128, 64)}
-    if head_dim not in tiles:
+    named = NAMED_CONFIGS["fa2"]
+    if workload.pass_ != "fwd" or not named.runs(workload):
         return None
-    block_m, block_n = tiles[head_dim]
-    return KernelConfig(block_m, block_n, num_warps=4, num_stages=2, mma_path="mma_sync")
+    return named.make(workload, None)
 
 
 # External kernels whose schedule tilesim can predict: bench impl -> (algo, config fn).

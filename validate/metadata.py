@@ -28,8 +28,9 @@ NVIDIA_SMI_FIELDS = (
     ("power.limit", "power_limit_W"),
     ("temperature.gpu", "temperature_C"),
     ("driver_version", "driver_version"),
+    ("uuid", "uuid"),  # which physical GPU: runs on two machines differ here
 )
-_TEXT_KEYS = {"name", "driver_version"}
+_TEXT_KEYS = {"name", "driver_version", "uuid"}
 _NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(?:MHz|W|C|%)?\s*$")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

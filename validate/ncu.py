@@ -128,7 +128,7 @@ def parse(
     """The ncu CSV of a `run` -> the results document (cases in order, second runs kept);
     ``selected``: the case indices that run was given (default: all)."""
     from ..hwmodels import load_gpu
-    from ..traces.config import kernel_config
+    from ..traces.config import default_config
     from ..traces.workload import Workload
 
     rows = csv.DictReader(line for line in csv_text.splitlines() if line.startswith('"'))
@@ -157,7 +157,7 @@ def parse(
             {
                 "algo": algo,
                 "workload": w.to_dict(),
-                "config": kernel_config(algo, w, gpu).to_dict(),
+                "config": default_config(algo, w, gpu).to_dict(),
                 "kernels": records,
             }
         )

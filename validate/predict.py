@@ -75,12 +75,27 @@ def _run(job: Job, fidelity: str) -> dict:
     return predict_point(job.preset, job.algo, job.workload, job.config, fidelity, job.clock_hz)
 
 
-def predict_many(jobs: Sequence[Job], fidelity: str = "fast", workers: int = 1) -> list[dict]:
-    """Predict every job; ``workers`` > 1 uses that many spawned processes."""
+def predict_many(
+    jobs: Sequence[Job], fidelity: str = "fast", workers: int = 1, progress=None
+) -> list[dict]:
+    """Predict every job; ``workers`` > 1 uses that many spawned processes.
+
+    ``progress(done, total)``, if given, is called after each prediction (in job order).
+    """
+    out: list[dict] = []
     if workers <= 1 or len(jobs) <= 1:
-        return [_run(job, fidelity) for job in jobs]
+        results = (_run(job, fidelity) for job in jobs)
+        return _collect(results, len(jobs), out, progress)
     with pool(workers) as ex:
-        return list(ex.map(_run, jobs, [fidelity] * len(jobs)))
+        return _collect(ex.map(_run, jobs, [fidelity] * len(jobs)), len(jobs), out, progress)
+
+
+def _collect(results, total: int, out: list, progress) -> list[dict]:
+    for result in results:
+        out.append(result)
+        if progress is not None:
+            progress(len(out), total)
+    return out
 
 
 def pool(workers: int) -> ProcessPoolExecutor:

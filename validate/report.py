@@ -43,6 +43,7 @@ PASS_ORDER = ("fwd", "bwd", "fwd_bwd")
 BACKWARD_TARGET_MAPE_PCT = 15.0  # issue 7's target for the backward's predictions
 ALGO_ORDER = ("standard", "v1", "v2", "v3")
 BASELINE_SLACK_PCT = 1.0  # the accuracy test allows MAPE to rise this many points
+MEASURED = ("validate", "bench")  # the kinds of results file the report reads
 
 
 @dataclass
@@ -64,6 +65,18 @@ class Point:
     # (trace launch names)
     parts_measured: dict = field(default_factory=dict)
     parts_predicted: dict = field(default_factory=dict)
+    set_name: str = "grid"  # the validation set: "grid" or "random (seed S)"
+    # the point's time in each run that measured it (file name -> s); measured_s is their mean
+    runs: dict = field(default_factory=dict)
+    run_clocks: dict = field(default_factory=dict)  # file name -> SM clock read (MHz)
+
+    @property
+    def spread(self) -> float | None:
+        """(slowest - fastest) / mean over the runs that measured the point (None: one run)."""
+        if len(self.runs) < 2:
+            return None
+        times = list(self.runs.values())
+        return (max(times) - min(times)) / (sum(times) / len(times))
 
     @property
     def pass_(self) -> str:
@@ -95,6 +108,9 @@ class Point:
             "error_pct": None if self.predicted_s is None else 100 * self.rel_error,
             "bound": self.bound,
             "note": self.error,
+            "set": self.set_name,
+            "runs": dict(self.runs),
+            "spread_pct": None if self.spread is None else 100 * self.spread,
         }
 
 
@@ -107,6 +123,8 @@ class Report:
     external: list[Point] = field(default_factory=list)  # kernels others wrote
     stored: bool = False
     measured_clock: bool = True  # predicted at the SM clock read while each point was timed
+    skipped: list[str] = field(default_factory=list)  # files given that hold no measurement
+    timing: str = "eager"  # which measured time: do_bench's ("eager") or a graph replay's
 
     def predicted(self, points: Sequence[Point] | None = None) -> list[Point]:
         return [p for p in (self.points if points is None else points) if p.predicted_s]
@@ -121,6 +139,7 @@ class Report:
             "fidelity": self.fidelity,
             "recomputed": not self.stored,
             "sm_clock": "measured" if self.measured_clock else "preset",
+            "timing": self.timing,
             "files": self.files,
             "points": len(self.points),
             "not_predicted": len(self.points) - len(pts),
@@ -137,6 +156,14 @@ class Report:
             "by_mask": _by(pts, lambda p: "causal" if p.workload.causal else "full"),
             "by_dtype": _by(pts, lambda p: p.workload.dtype),
             "by_launch": launch_summary(pts),
+            "by_set": {
+                name: {
+                    "overall": _summ(sel),
+                    "by_algo": _by(sel, _algo_pass, ALGO_PASS_ORDER),
+                    "spread": spread_summary(sel),
+                }
+                for name, sel in _sets(pts).items()
+            },
             "ratios": self.ratio_summary(),
             "fastest": self.fastest(),
         }
@@ -191,6 +218,50 @@ def _by(points: Sequence[Point], key, order: Sequence[str] = ()) -> dict:
     return {name: _summ(groups[name][0]) for name in names}
 
 
+ALGO_PASS_ORDER = tuple(f"{a} {p}" for p in PASS_ORDER for a in ALGO_ORDER)
+SMALL_POINT_S = 50e-6  # kernels this short scatter most between runs
+NOISY_SPREAD = 0.25  # a short point whose runs differ by more is left out of the max
+
+
+def _algo_pass(p: Point) -> str:
+    return f"{p.algo} {p.pass_}"
+
+
+def _sets(points: Sequence[Point]) -> dict[str, list[Point]]:
+    """Points by validation set, the grid first."""
+    out: dict[str, list[Point]] = {}
+    for p in sorted(points, key=lambda p: p.set_name != "grid"):
+        out.setdefault(p.set_name, []).append(p)
+    return out
+
+
+def spread_summary(points: Sequence[Point]) -> dict | None:
+    """How far the runs that measured the same points differ: the measurement's own error.
+
+    ``run_scatter_pct``: the mean |t_run - t_mean| / t_mean over every point and run, the
+    MAPE a model that predicted each point's mean time exactly would still show against a
+    single run. ``max_abs_pct_clean``: the model's largest |error| leaving out the points
+    under 50 µs whose own runs differ by more than 25%.
+    """
+    multi = [p for p in points if p.spread is not None]
+    if not multi:
+        return None
+    spreads = sorted(100 * p.spread for p in multi)
+    scatter = [abs(t - p.measured_s) / p.measured_s for p in multi for t in p.runs.values()]
+    clean = [
+        p for p in points if not (p.measured_s < SMALL_POINT_S and (p.spread or 0.0) > NOISY_SPREAD)
+    ]
+    return {
+        "points": len(multi),
+        "runs": max(len(p.runs) for p in multi),
+        "median_spread_pct": spreads[len(spreads) // 2],
+        "max_spread_pct": spreads[-1],
+        "run_scatter_pct": 100 * sum(scatter) / len(scatter),
+        "left_out_of_max": len(points) - len(clean),
+        "max_abs_pct_clean": _summ(clean)["max_abs_pct"] if clean else None,
+    }
+
+
 def _label(p: Point) -> str:
     w = p.workload
     mask = "causal" if w.causal else "full"
@@ -202,19 +273,22 @@ def _label(p: Point) -> str:
 
 
 def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
-    """The newest validate file and the newest bench file (names start with the date)."""
-    chosen = []
-    for kind in ("validate", "bench"):
-        files = []
-        for path in sorted(results_dir.glob("*.json")):
-            if path.name == schema.ACCURACY_FILE:
-                continue
-            doc = schema.load_json(path)
-            if isinstance(doc, dict) and doc.get("kind") == kind:
-                files.append(path)
-        if files:
-            chosen.append(files[-1])
-    return chosen
+    """Every validate file (each set and run) and the newest bench file."""
+    validate, bench = [], []
+    for path in sorted(results_dir.glob("*.json")):
+        kind = _kind(path)
+        if kind == "validate":
+            validate.append(path)
+        elif kind == "bench":
+            bench.append(path)
+    return validate + bench[-1:]
+
+
+def _kind(path: Path) -> str | None:
+    """The ``kind`` of a JSON file (None: not a tilesim results file); a missing or
+    malformed file is an error."""
+    doc = schema.load_json(path)
+    return doc.get("kind") if isinstance(doc, dict) else None
 
 
 def preset_of(docs: Sequence[tuple[str, dict]]) -> str:
@@ -238,11 +312,66 @@ def preset_of(docs: Sequence[tuple[str, dict]]) -> str:
     return presets[0]
 
 
-def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[Point]]:
-    """(tilesim points from validate files, external points from bench files)."""
+def best_preset(docs: Sequence[tuple[str, dict]]) -> str:
+    """The calibrated preset of the measured GPU where one exists, else its datasheet one."""
+    base = preset_of(docs)
+    try:
+        load_gpu(f"{base}.calibrated")
+    except TilesimError:
+        return base
+    return f"{base}.calibrated"
+
+
+def set_name(doc: dict) -> str:
+    """The validation set a validate file measured: "grid" or "random (seed S)"."""
+    meta = doc["metadata"]
+    if meta.get("grid") == "random":
+        return f"random (seed {meta.get('seed')})"
+    return "grid"
+
+
+TIMINGS = {"eager": "time_s", "graph": "time_graph_s"}  # --timing -> the measured field
+
+
+def collect_points(
+    docs: Sequence[tuple[str, dict]], timing: str = "eager"
+) -> tuple[list[Point], list[Point]]:
+    """(tilesim points from validate files, external points from bench files).
+
+    A point measured by several files (the same set, algorithm, workload and config:
+    the same set re-measured in another run) is one point whose time is the mean of
+    its runs', predicted once at their mean SM clock.
+    """
+    own, ext = _collect(docs, TIMINGS[timing])
+    merged: dict[tuple, Point] = {}
+    for p in own:
+        key = (p.set_name, p.algo, p.workload, p.config)
+        first = merged.setdefault(key, p)
+        if first is not p:
+            first.runs.update(p.runs)
+            first.run_clocks.update(p.run_clocks)
+            first.parts_measured = _mean_parts(first, p)
+    for p in merged.values():
+        p.measured_s = sum(p.runs.values()) / len(p.runs)
+        clocks = [c for c in p.run_clocks.values() if c]
+        p.clock_MHz = sum(clocks) / len(clocks) if clocks else None
+    return list(merged.values()), ext
+
+
+def _mean_parts(a: Point, b: Point) -> dict:
+    """Each launch's time averaged over the runs (a's runs already include b's)."""
+    n = len(a.runs) - 1  # a's runs before b joined
+    if set(a.parts_measured) != set(b.parts_measured):
+        return a.parts_measured
+    return {k: (a.parts_measured[k] * n + b.parts_measured[k]) / (n + 1) for k in a.parts_measured}
+
+
+def _collect(docs: Sequence[tuple[str, dict]], field_: str) -> tuple[list[Point], list[Point]]:
     own, ext = [], []
     for name, doc in docs:
         for i, row in enumerate(schema.ok_rows(doc)):
+            if doc["kind"] == "validate" and not row.get(field_):
+                continue  # not measured this way (graph timing: older files, uncapturable)
             where = f"{name}: measurements[{i}]"
             w = schema.workload_from_record(row, where)
             if doc["kind"] == "validate":
@@ -254,10 +383,13 @@ def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[
                         row["algo"],
                         w,
                         cfg,
-                        row["time_s"],
+                        row[field_],
                         stored=row.get("predictions") or {},
                         clock_MHz=row.get("clock_sm_MHz"),
                         parts_measured=row.get("parts") or {},
+                        set_name=set_name(doc),
+                        runs={name: row[field_]},
+                        run_clocks={name: row.get("clock_sm_MHz")},
                     )
                 )
             elif (
@@ -266,7 +398,7 @@ def collect_points(docs: Sequence[tuple[str, dict]]) -> tuple[list[Point], list[
                 and w.pass_ == "fwd"  # the external schedules describe forward kernels
             ):
                 algo, config_fn = EXTERNAL_SCHEDULES[row["impl"]]
-                cfg = config_fn(w.head_dim)
+                cfg = config_fn(w)
                 if cfg is not None:
                     ext.append(Point(name, row["impl"], algo, w, cfg, row["time_s"]))
     return own, ext
@@ -281,8 +413,17 @@ def build_report(
     algos: Sequence[str] | None = None,
     measured_clock: bool = True,
     passes: Sequence[str] | None = None,
+    progress=None,
+    timing: str = "eager",
 ) -> Report:
-    """Load results files and predict every measured point with ``preset``.
+    """Load results files and predict every measured point with ``preset`` (None: the
+    calibrated preset of the measured GPU where one exists, else its datasheet one).
+
+    Files that hold no measurement tilesim reads (calibrate, registers, ncu files, the
+    accuracy baseline, other JSON) are passed over and named in ``Report.skipped``.
+    ``progress(done, total)`` is called as predictions come in. ``timing``: "eager"
+    compares with the do_bench time of the launches as Python issues them, "graph" with
+    their CUDA-graph replay (the GPU's time alone; points measured without it are left out).
 
     ``algos``: only these algorithms' points (and no external kernels), of the
     forward unless ``passes`` says otherwise (the accuracy guard is per algorithm
@@ -296,18 +437,22 @@ def build_report(
         raise TilesimError(
             f"no results files in {RESULTS_DIR} yet: run `tilesim validate` on a GPU first"
         )
-    # the accuracy baseline sits beside the measurements (`validate/results/*.json`
-    # matches it): it holds no measurement, so it is passed over
-    paths = [p for p in paths if not _is_baseline(schema.load_json(p))]
+    # `validate/results/*.json` also matches calibrate, registers, ncu files and the
+    # accuracy baseline: they hold no kernel measurement, so they are passed over
+    kinds = {p: _kind(p) for p in paths}
+    skipped = [f"{p.name} (kind {kinds[p]!r})" for p in paths if kinds[p] not in MEASURED]
+    paths = [p for p in paths if kinds[p] in MEASURED]
     docs = [(p.name, schema.load_results(p)) for p in paths]
     if not any(doc["kind"] == "validate" for _, doc in docs):
         raise TilesimError(
             "no validate results among the files given (bench and calibrate files "
             "alone hold no measurement of tilesim's kernels)"
         )
-    preset = preset or preset_of(docs)
+    preset = preset or best_preset(docs)
     load_gpu(preset)  # an unknown preset is one clear error now, not one per point
-    own, ext = collect_points(docs)
+    if timing not in TIMINGS:
+        raise TilesimError(f"unknown timing {timing!r} (choose eager or graph)")
+    own, ext = collect_points(docs, timing)
     if algos is not None:
         own = [p for p in own if p.algo in algos]
         ext = []
@@ -317,7 +462,10 @@ def build_report(
         own = [p for p in own if p.pass_ in passes]
         ext = [p for p in ext if p.pass_ in passes]
     if not own:
-        raise TilesimError("the validate files hold no successful measurement")
+        raise TilesimError(
+            "the validate files hold no successful measurement"
+            + (" with a CUDA-graph time" if timing == "graph" else "")
+        )
     points = own + ext
     if stored:
         for p in own:
@@ -333,7 +481,8 @@ def build_report(
             )
             for p in points
         ]
-        for p, pred in zip(points, predict_many(jobs, fidelity, workers), strict=True):
+        preds = predict_many(jobs, fidelity, workers, progress)
+        for p, pred in zip(points, preds, strict=True):
             _apply(p, pred)
     return Report(
         preset,
@@ -343,11 +492,9 @@ def build_report(
         ext,
         stored=stored,
         measured_clock=measured_clock,
+        skipped=skipped,
+        timing=timing,
     )
-
-
-def _is_baseline(doc) -> bool:
-    return isinstance(doc, dict) and doc.get("kind") == "accuracy"
 
 
 def _apply(p: Point, pred: dict) -> None:
@@ -429,6 +576,30 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
                     f"{target})",
                 )
             )
+    sets = summary.get("by_set") or {}
+    if len(sets) > 1 or any(k != "grid" for k in sets):
+        for name, group in sets.items():
+            o = group["overall"]
+            rows.append(
+                (
+                    f"MAPE {name}",
+                    f"{o['mape_pct']:.1f}% (n={o['n']}, signed {o['signed_mean_pct']:+.1f}%, "
+                    f"max {o['max_abs_pct']:+.1f}%)",
+                )
+            )
+    for name, group in sets.items():
+        sp = group.get("spread")
+        if sp:
+            clean = _fmt(sp["max_abs_pct_clean"], "+.1f")
+            rows.append(
+                (
+                    f"runs of {name}",
+                    f"{sp['points']} points in {sp['runs']} runs: spread median "
+                    f"{sp['median_spread_pct']:.1f}%, max {sp['max_spread_pct']:.1f}%; one run "
+                    f"scatters {sp['run_scatter_pct']:.1f}% about the mean; max |error| "
+                    f"{clean}% without {sp['left_out_of_max']} short noisy points",
+                )
+            )
     c = summary.get("clock_sm_MHz")
     if c:
         rows.append(
@@ -437,6 +608,14 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
                 f"{c['median']:.0f} MHz median ({c['min']:.0f}-{c['max']:.0f})",
             )
         )
+    rows.append(
+        (
+            "measured time",
+            "CUDA-graph replay of the launches (the GPU's time alone)"
+            if summary.get("timing") == "graph"
+            else "do_bench of the launches as Python issues them",
+        )
+    )
     rows.append(
         (
             "predicted at",
@@ -479,6 +658,9 @@ def group_rows(summary: dict) -> list[tuple[str, str, int, str, str, str]]:
         # the kernels of multi-launch points, each timed on its own (the backward's)
         ("launch", summary.get("by_launch") or {}),
     ]
+    sets = summary.get("by_set") or {}
+    if len(sets) > 1 or any(k != "grid" for k in sets):
+        groups += [(f"set: {name}", group["by_algo"]) for name, group in sets.items()]
     for title, group in groups:
         for name, s in group.items():
             out.append(
@@ -513,16 +695,19 @@ def to_markdown(report: Report) -> str:
     lines += ["| " + " | ".join(_md(x) for x in r) + " |" for r in group_rows(summary)]
     lines += [
         "",
-        "| algo | dtype | d | N | mask | B | H | measured ms | predicted ms | error | bound |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| set | algo | dtype | d | N | mask | B | H | measured ms | runs' spread | predicted ms "
+        "| error | bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in report.points + report.external:
         w = p.workload
         algo = p.algo if w.pass_ == "fwd" else f"{p.algo} {w.pass_}"
+        spread = "-" if p.spread is None else f"{100 * p.spread:.1f}% ({len(p.runs)})"
         lines.append(
-            f"| {algo} | {w.dtype} | {w.head_dim} | {w.seqlen_q} | "
+            f"| {p.set_name} | {algo} | {w.dtype} | {w.head_dim} | {w.seqlen_q} | "
             f"{'causal' if w.causal else 'full'} | {w.batch} | {w.heads} | "
-            f"{p.measured_s * 1e3:.3f} | {_fmt(p.predicted_s and p.predicted_s * 1e3, '.3f')} | "
+            f"{p.measured_s * 1e3:.3f} | {spread} | "
+            f"{_fmt(p.predicted_s and p.predicted_s * 1e3, '.3f')} | "
             f"{_fmt(p.predicted_s and 100 * p.rel_error, '+.1f')}{'%' if p.predicted_s else ''} | "
             f"{p.bound or (p.error or '-')} |"
         )

@@ -53,6 +53,8 @@ def run_validate(
                 "return_mode": "median",
                 "repeats": timing.REPEATS,
                 "time_s": "smallest of the repeated do_bench medians",
+                "time_graph_s": "median of CUDA-graph replays of the point's launches, L2 "
+                "flushed before each: the GPU's time without the host's launch cost",
                 "warmup_ms": warmup_ms,
                 "rep_ms": rep_ms,
                 "l2_flushed": True,
@@ -165,8 +167,17 @@ def _measure(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict
             )
         t0 = time.perf_counter()
         t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
+        graph = timing.bench_graph_s(run, warmup_ms, rep_ms)
         clock = timing.clock_during(sampler, t0)
-        return _record(p, "ok", time_s=t, rel_error=err, time_medians_s=medians, clock_sm_MHz=clock)
+        return _record(
+            p,
+            "ok",
+            time_s=t,
+            rel_error=err,
+            time_medians_s=medians,
+            clock_sm_MHz=clock,
+            **({} if graph is None else {"time_graph_s": graph}),
+        )
     except TilesimError as exc:  # the kernel refuses this point (e.g. an unsupported dtype)
         return _record(p, "skipped", note=timing.first_line(exc))
     except torch.cuda.OutOfMemoryError as exc:
@@ -211,6 +222,7 @@ def _measure_backward(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler
 
         t0 = time.perf_counter()
         t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
+        graph = timing.bench_graph_s(run, warmup_ms, rep_ms)
         clock = timing.clock_during(sampler, t0)
         parts = timing.bench_parts(runs, warmup_ms, rep_ms)
         return _record(
@@ -221,6 +233,7 @@ def _measure_backward(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler
             time_medians_s=medians,
             clock_sm_MHz=clock,
             parts=parts,
+            **({} if graph is None else {"time_graph_s": graph}),
         )
     except TilesimError as exc:
         return _record(p, "skipped", note=timing.first_line(exc))

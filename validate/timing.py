@@ -237,6 +237,57 @@ def bench_s(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float:
     return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e-3
 
 
+GRAPH_FLUSH_BYTES = 256 * 2**20  # the L2 flush between replays: do_bench's buffer size
+
+
+def bench_graph_s(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float | None:
+    """Median seconds of ``fn``'s launches replayed as one CUDA graph, L2 flushed before
+    each replay; None if they cannot be captured.
+
+    do_bench times ``fn`` as Python runs it: each Triton launch costs the host tens of
+    µs, and a point whose kernels are shorter than that measures the host, not the GPU.
+    A graph replay issues every launch at once, so the GPU runs them back to back: the
+    time the model predicts (kernels and their launch gaps on the GPU).
+    """
+    import statistics
+
+    import torch
+
+    try:
+        fn()  # compiled and warm before the capture
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+    except Exception:  # a launch that cannot be captured: no graph time for this point
+        torch.cuda.synchronize()
+        return None
+    flush = torch.empty(GRAPH_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+
+    def replays(n: int) -> list[float]:
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(n)
+        ]
+        for start, end in events:
+            flush.zero_()
+            start.record()
+            graph.replay()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) * 1e-3 for start, end in events]
+
+    estimate = statistics.median(replays(5))
+    replays(max(1, int(warmup_ms * 1e-3 / max(estimate, 1e-6))))
+    times = replays(max(5, min(10_000, int(rep_ms * 1e-3 / max(estimate, 1e-6)))))
+    return statistics.median(times)
+
+
 REPEATS = 2  # do_bench runs per point
 # A kernel this long is timed once: its median already spans seconds of running.
 LONG_KERNEL_S = 0.02

@@ -248,3 +248,24 @@ def test_predict_says_which_launches_were_estimated(app):
     assert json.loads(invoke(app, "predict", *none).stdout)["estimated_launches"]
     named = ["--gpu", "h200", *SMALL, "--profile", "sm90a-triton-3.6", "--json"]
     assert json.loads(invoke(app, "predict", *named).stdout)["time_s"] == covered["time_s"]
+
+
+def test_predict_names_the_schedule_and_the_kernel_that_runs_it(app):
+    args = ("predict", "--gpu", "h200", "--algo", "v3", *SMALL)
+    default = json.loads(invoke(app, *args, "--json").stdout)
+    assert default["schedule"].startswith("default:")
+    assert default["config"]["pingpong"] is False
+    fa3 = json.loads(invoke(app, *args, "--config", "fa3", "--json").stdout)
+    assert fa3["schedule"].startswith("fa3:") and fa3["config"]["pingpong"] is True
+    assert fa3["time_s"] != default["time_s"]
+    table = invoke(app, *args, "--config", "fa3", "--num-stages", "4").stdout
+    assert "custom: no kernel has run" in table
+
+
+def test_predict_unknown_config_name_is_one_line():
+    result = run_tilesim("predict", "--algo", "v2", "--config", "fa9", *SMALL)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: unknown config 'fa9' (choose from default, fa3, fa2, fa1-algorithm1, "
+        "sdpa-flash, fa1)"
+    ]

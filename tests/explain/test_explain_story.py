@@ -12,7 +12,7 @@ from tilesim.explain import DECODE_KV, SHORT_SEQLEN, build_explanation, main_wor
 from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
 from tilesim.traces import Workload, build, default_config
-from tilesim.traces.config import kernel_config
+from tilesim.traces.config import named_config
 from tilesim.traces.counters import counters
 
 B, H, N, D = 1, 4, 512, 64  # a small shape: the whole story in well under a second
@@ -101,24 +101,15 @@ def test_v3_on_hopper_equals_the_engine(h100_story):
     assert n["applies"] is True
     p3 = _sim(gpu, "v3", w)
     assert n["time_s"] == p3.time_s
-    # FlashAttention-3's CUDA schedule, predicted beside the default one unless it is the default
-    default = default_config("v3", w, gpu)
-    if default.warp_specialize and default.pingpong:
-        assert "fa3_time_s" not in n
-    else:
-        fa3 = default.replace(warp_specialize=True, pingpong=True)
-        pa = _sim(gpu, "v3", w, fa3)
-        assert n["fa3_time_s"] == pa.time_s
-        roles = [r.name for r in build("v3", w, gpu, fa3).launches[0].program.roles]
-        assert n["fa3_roles"] == roles
-        assert roles[0] == "producer" and len(roles) == 3
-    # and what the Triton kernel runs, when that is another schedule
-    triton = kernel_config("v3", w, gpu)
-    if triton != default:
-        assert n["triton_time_s"] == _sim(gpu, "v3", w, triton).time_s
-        assert n["triton_config"] == triton.to_dict()
-    else:
-        assert "triton_time_s" not in n
+    # FlashAttention-3's ping-pong schedule (a named config), predicted beside the default
+    fa3 = named_config("fa3", "v3", w, gpu)
+    assert fa3 != default_config("v3", w, gpu)
+    pa = _sim(gpu, "v3", w, fa3)
+    assert n["fa3_time_s"] == pa.time_s
+    roles = [r.name for r in build("v3", w, gpu, fa3).launches[0].program.roles]
+    assert n["fa3_roles"] == roles
+    assert roles[0] == "producer" and len(roles) == 3
+    assert "triton_time_s" not in n  # the default is what the kernel runs: one v3 story
     fp8 = Workload(B, H, N, N, D, dtype="fp8")
     pf = _sim(gpu, "v3", fp8)
     assert n["fp8_time_s"] == pf.time_s and n["fp8_tflops"] == pf.tflops
@@ -212,23 +203,3 @@ def test_table_rows_equal_the_engine(h100_story):
 def test_deterministic(h100_story):
     gpu, w, expl = h100_story
     assert build_explanation(gpu, w).to_dict() == expl.to_dict()
-
-
-def test_fa3_schedule_beside_a_plain_default(monkeypatch):
-    """When the default v3 is not FlashAttention-3's CUDA schedule, the story predicts that
-    schedule too (whichever default traces/config.py has today)."""
-    import tilesim.explain as explain_mod
-
-    real = explain_mod.default_config
-
-    def plain_v3(algo, w, gpu):
-        cfg = real(algo, w, gpu)
-        return cfg.replace(warp_specialize=False, pingpong=False) if algo == "v3" else cfg
-
-    monkeypatch.setattr(explain_mod, "default_config", plain_v3)
-    gpu = load_gpu("h200")
-    w = main_workload(gpu, N, D, B, H, causal=False, dtype="fp16")
-    n = build_explanation(gpu, w).section("v3").numbers
-    fa3 = real("v3", w, gpu).replace(warp_specialize=True, pingpong=True)
-    assert n["fa3_time_s"] == _sim(gpu, "v3", w, fa3).time_s
-    assert n["fa3_roles"] == ["producer", "consumer0", "consumer1"]

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tilesim.errors import TilesimError
-from tilesim.traces import KernelConfig, Workload, build, default_config
+from tilesim.traces import KernelConfig, Workload, build, default_config, named_config
 from tilesim.traces.files import from_dict, load, save, to_dict, validate
 from tilesim.traces.ir import Load, Mma, Trace
 
@@ -222,7 +222,9 @@ def test_save_is_atomic_and_checks_first(h100, tmp_path):
 
 def test_validate_rejects_what_the_gpu_cannot_run(gpus):
     h100, a100 = gpus["h100"], gpus["a100"]
-    v3 = build("v3", Workload(1, 1, 512, 512, 128), h100)
+    # FlashAttention-3's 2 stages fit an A100's shared memory: the TMA check is what fires
+    w = Workload(1, 1, 512, 512, 128)
+    v3 = build("v3", w, h100, named_config("fa3", "v3", w, h100))
     wgmma_only = dataclasses.replace(a100, has_wgmma=True)
     with pytest.raises(TilesimError, match="tma: TMA loads need Hopper; a100_sxm4_80gb has no TMA"):
         validate(v3, wgmma_only)

@@ -15,7 +15,7 @@ import pytest
 from tilesim.commands import gpu as gpu_cmd
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
-from tilesim.traces.config import default_config, kernel_config
+from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
 from tilesim.validate import bench, grid, report, run, schema, summary, timing
 from tilesim.validate.predict import predict_point
@@ -50,7 +50,7 @@ def test_backward_grid(h200):
         assert w.pass_ == "bwd" and w.dtype == "fp16" and p.group == "bwd"
         assert w.batch * w.seqlen_q == grid.TOKENS and w.heads * w.head_dim == grid.HIDDEN
         # the backward's own tiles, as the kernel runs them (smaller than the forward's)
-        assert p.config == kernel_config(p.algo, w, h200)
+        assert p.config == default_config(p.algo, w, h200)
         assert p.config == default_config(p.algo, w, h200)
         assert "bwd" in p.label
     assert max(p.workload.seqlen_q for p in bwd if p.algo == "v1") == 4096
@@ -125,7 +125,7 @@ class _Sampler:
 def test_measure_backward_records_parts_and_checks_first(monkeypatch, h200):
     torch = pytest.importorskip("torch")
     w = Workload(1, 2, 256, 256, 64, pass_="bwd")
-    point = grid.GridPoint("v2", w, kernel_config("v2", w, h200), "bwd")
+    point = grid.GridPoint("v2", w, default_config("v2", w, h200), "bwd")
     calls = []
     grads = ("dq", "dk", "dv")
     runs = [("v2_bwd_preprocess", None), ("v2_bwd_dkdv", None), ("v2_bwd_dq", None)]
@@ -168,7 +168,7 @@ def test_backward_point_is_predicted_with_the_backward_schedule(h200):
     import tilesim
 
     w = Workload(1, 2, 512, 512, 128, causal=True, pass_="bwd")
-    cfg = kernel_config("v2", w, h200)
+    cfg = default_config("v2", w, h200)
     pred = predict_point("h200", "v2", w, cfg)
     direct = tilesim.predict(
         gpu="h200", algo="v2", batch=1, heads=2, seqlen=512, head_dim=128, causal=True, pass_="bwd"
@@ -189,7 +189,7 @@ def test_backward_run_and_check_grads_on_the_cpu(h200):
     gen = torch.Generator().manual_seed(3)
     q, k, v, do = (torch.randn(1, 2, 96, 64, generator=gen).to(torch.float16) for _ in range(4))
     grads, run_, runs = timing.backward_run(
-        "v2", q, k, v, do, True, kernel_config("v2", w, h200).replace(mma_path="mma_sync")
+        "v2", q, k, v, do, True, default_config("v2", w, h200).replace(mma_path="mma_sync")
     )
     assert [n for n, _ in runs] == ["v2_bwd_preprocess", "v2_bwd_dkdv", "v2_bwd_dq"]
     err = timing.check_grads(run_, q, k, v, do, True, grads)
@@ -236,7 +236,7 @@ def results(tmp_path_factory, h200):
     for pass_, errors in (("fwd", FWD_ERRORS), ("bwd", BWD_ERRORS)):
         for (algo, n), e in errors.items():
             w = Workload(1, 2, n, n, 64, pass_=pass_)
-            cfg = kernel_config(algo, w, h200)
+            cfg = default_config(algo, w, h200)
             p = predict_point("h200", algo, w, cfg, clock_hz=1980e6)["time_s"]
             doc["measurements"].append(
                 schema.kernel_record(
@@ -324,7 +324,7 @@ def test_launch_pairs_match_kernel_and_trace_names():
 def test_report_errors_per_launch(tmp_path, h200):
     # v2's backward: each launch measured at a known error against its own prediction
     w = Workload(1, 2, 512, 512, 64, pass_="bwd")
-    cfg = kernel_config("v2", w, h200)
+    cfg = default_config("v2", w, h200)
     pred = predict_point("h200", "v2", w, cfg, clock_hz=1980e6)
     errors = {"bwd_preprocess": 0.5, "bwd_dkdv": -0.2, "bwd_dq": 0.1}
     assert set(pred["launches"]) == set(errors)

@@ -4,7 +4,8 @@ import pytest
 
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
-from tilesim.traces.config import kernel_config
+from tilesim.traces import Workload
+from tilesim.traces.config import default_config, named_config
 from tilesim.validate import grid
 
 
@@ -49,7 +50,7 @@ def test_validate_grid_on_h200_covers_every_point():
         assert w.heads * w.head_dim == grid.HIDDEN
         assert w.seqlen_q == w.seqlen_kv
         assert w.dtype == p.group
-        assert p.config == kernel_config(p.algo, w, gpu)  # what the Triton kernel runs
+        assert p.config == default_config(p.algo, w, gpu)  # what the Triton kernel runs
     labels = [p.label for p in points]
     assert len(set(labels)) == len(labels)
 
@@ -84,11 +85,14 @@ def test_bench_shapes():
 
 
 def test_sdpa_flash_schedule_is_fa2():
-    c128 = grid.sdpa_flash_config(128)
-    c64 = grid.sdpa_flash_config(64)
-    assert (c128.block_m, c128.block_n, c128.mma_path) == (128, 64, "mma_sync")
-    assert (c64.block_m, c64.block_n, c64.mma_path) == (128, 128, "mma_sync")
-    assert grid.sdpa_flash_config(256) is None
+    def cfg(d, **kw):
+        return grid.sdpa_flash_config(Workload(4, 16, 4096, 4096, d, **kw))
+
+    assert (cfg(128).block_m, cfg(128).block_n, cfg(128).mma_path) == (128, 64, "mma_sync")
+    assert (cfg(64).block_m, cfg(64).block_n, cfg(64).mma_path) == (128, 128, "mma_sync")
+    assert cfg(64).num_warps == cfg(128).num_warps == 4
+    assert cfg(128, dtype="fp8") is None and cfg(128, pass_="bwd") is None
+    assert cfg(128) == named_config("fa2", "v2", Workload(4, 16, 4096, 4096, 128), load_gpu("h200"))
 
 
 def test_v3_runs_last():

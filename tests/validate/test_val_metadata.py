@@ -4,9 +4,9 @@ from tilesim.validate import metadata
 
 SMI = (
     "name, clocks.current.sm [MHz], clocks.current.memory [MHz], clocks.max.sm [MHz], "
-    "power.limit [W], temperature.gpu, driver_version\n"
-    """NVIDIA H200, 1980 MHz, 3201 MHz, 1980 MHz, 700.00 W, 34, 580.159.04
-NVIDIA H200, 345 MHz, [N/A], 1980 MHz, [N/A], 30, 580.159.04
+    "power.limit [W], temperature.gpu, driver_version, uuid\n"
+    """NVIDIA H200, 1980 MHz, 3201 MHz, 1980 MHz, 700.00 W, 34, 580.159.04, GPU-64aaaa89-d40d
+NVIDIA H200, 345 MHz, [N/A], 1980 MHz, [N/A], 30, 580.159.04, GPU-2a59c83e-eb52
 """
 )
 
@@ -21,8 +21,9 @@ def test_parse_nvidia_smi_csv():
         "power_limit_W": 700.0,
         "temperature_C": 34.0,
         "driver_version": "580.159.04",
+        "uuid": "GPU-64aaaa89-d40d",
     }
-    assert rows[1]["clocks_sm_MHz"] == 345.0
+    assert rows[1]["clocks_sm_MHz"] == 345.0 and rows[1]["uuid"] == "GPU-2a59c83e-eb52"
     assert rows[1]["clocks_mem_MHz"] is None and rows[1]["power_limit_W"] is None
     assert metadata.parse_nvidia_smi_csv("") == []
 

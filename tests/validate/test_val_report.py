@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
@@ -77,7 +78,7 @@ def files(tmp_path_factory):
 
     bench = schema.new_results("bench", META)
     w = SHAPES["b"]
-    flash = predict_point("h200", "v2", w, grid.sdpa_flash_config(64))["time_s"]
+    flash = predict_point("h200", "v2", w, grid.sdpa_flash_config(w))["time_s"]
     bench["measurements"] += [
         schema.kernel_record(
             None, w, None, "ok", time_s=flash / (1 + FLASH_ERROR), impl="sdpa-flash"
@@ -93,11 +94,11 @@ def files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rep(files):
-    return report.build_report([files["validate"], files["bench"]])
+    return report.build_report([files["validate"], files["bench"]], preset="h200")
 
 
 def test_errors_are_recomputed_exactly(rep):
-    assert rep.preset == "h200_sxm_141gb"  # from the GPU named in the metadata
+    assert rep.preset == "h200"
     got = {(p.workload.seqlen_q, p.algo): p.rel_error for p in rep.points}
     for (shape, algo), e in ERRORS.items():
         assert got[(SHAPES[shape].seqlen_q, algo)] == pytest.approx(e, rel=1e-9, abs=1e-12)
@@ -201,19 +202,84 @@ def test_baseline_round_trip(rep, tmp_path):
     assert report.load_baseline(tmp_path / "none.json") is None
 
 
-def test_default_paths_pick_the_newest_of_each_kind(tmp_path):
+def test_default_paths_are_every_validate_file_and_the_newest_bench(tmp_path):
     for name, kind in (
         ("2026-01-01-h200.json", "validate"),
-        ("2026-02-01-h200.json", "validate"),
+        ("2026-02-01-h200-random3.json", "validate"),
         ("2026-01-15-h200-bench.json", "bench"),
+        ("2026-01-16-h200-bench.json", "bench"),
         ("2026-03-01-h200-calibrate.json", "calibrate"),
     ):
         schema.save_results(schema.new_results(kind, {}), tmp_path / name)
     (tmp_path / "accuracy.json").write_text("{}")
     assert [p.name for p in report.default_paths(tmp_path)] == [
-        "2026-02-01-h200.json",
-        "2026-01-15-h200-bench.json",
+        "2026-01-01-h200.json",
+        "2026-02-01-h200-random3.json",
+        "2026-01-16-h200-bench.json",
     ]
+
+
+def _rerun(path, out, scale, **meta):
+    """The validate file at ``path`` as another run measured it: every time x ``scale``."""
+    doc = schema.load_results(path)
+    doc["metadata"].update(meta)
+    for row in doc["measurements"]:
+        if row["status"] == "ok":
+            row["time_s"] *= scale
+    return schema.save_results(doc, out)
+
+
+def test_a_point_measured_in_two_runs_is_one_point_with_its_spread(files, rep, tmp_path):
+    second = _rerun(files["validate"], tmp_path / "2026-12-01-h200.json", 1.10)
+    two = report.build_report([files["validate"], second], preset="h200")
+    assert len(two.points) == len(rep.points)  # one point per shape, not one per run
+    first = {(p.algo, p.workload): p for p in rep.points}
+    for p in two.points:
+        one = first[(p.algo, p.workload)]
+        assert len(p.runs) == 2
+        assert p.measured_s == pytest.approx(one.measured_s * 1.05)  # the mean of the runs
+        assert p.spread == pytest.approx(0.10 / 1.05)
+        assert p.predicted_s == one.predicted_s  # the same clock in both runs
+    sp = two.summary()["by_set"]["grid"]["spread"]
+    assert sp["points"] == len(two.points) and sp["runs"] == 2
+    assert sp["median_spread_pct"] == pytest.approx(100 * 0.10 / 1.05)
+    assert sp["run_scatter_pct"] == pytest.approx(100 * 0.05 / 1.05)
+    assert any(k.startswith("runs of grid") for k, _ in report.summary_rows(two.summary()))
+
+
+def test_a_random_set_is_reported_apart_from_the_grid(files, rep, tmp_path):
+    rnd = _rerun(files["validate"], tmp_path / "r.json", 2.0, grid="random", seed=5)
+    both = report.build_report([files["validate"], rnd], preset="h200")
+    assert len(both.points) == 2 * len(rep.points)  # another set: other points
+    sets = both.summary()["by_set"]
+    assert list(sets) == ["grid", "random (seed 5)"]
+    grid_mape = rep.summary()["overall"]["mape_pct"]
+    assert sets["grid"]["overall"]["mape_pct"] == pytest.approx(grid_mape)
+    # measured twice as slow: every error e becomes (1 + e) / 2 - 1
+    errs = [p.rel_error for p in rep.predicted()]
+    want = 100 * sum(abs((1 + e) / 2 - 1) for e in errs) / len(errs)
+    assert sets["random (seed 5)"]["overall"]["mape_pct"] == pytest.approx(want)
+    assert sets["grid"]["spread"] is None  # one run each
+    rows = dict(report.summary_rows(both.summary()))
+    assert "MAPE random (seed 5)" in rows and "MAPE grid" in rows
+
+
+def test_files_without_measurements_are_passed_over_with_a_note(files, tmp_path):
+    cal = schema.save_results(schema.new_results("calibrate", {}), tmp_path / "c.json")
+    (tmp_path / "regs.json").write_text('{"kind": "registers", "cases": []}')
+    got = report.build_report([files["validate"], cal, tmp_path / "regs.json"], preset="h200")
+    assert got.files == [files["validate"].name]
+    assert got.skipped == ["c.json (kind 'calibrate')", "regs.json (kind 'registers')"]
+    r = run_tilesim("report", files["validate"], tmp_path / "regs.json", "--gpu-preset", "h200")
+    assert r.returncode == 0, r.stderr
+    assert "note: passed over regs.json (kind 'registers'): no kernel measurement" in r.stderr
+
+
+def test_the_default_preset_is_the_calibrated_one_where_it_exists(files):
+    docs = [("v.json", schema.load_results(files["validate"]))]
+    assert report.best_preset(docs) == "h200_sxm_141gb.calibrated"
+    a100 = {"metadata": {"device": {"name": "NVIDIA A100-SXM4-80GB"}}}
+    assert report.best_preset([("a.json", a100)]) == "a100_sxm4_80gb"  # no calibration
 
 
 def test_merge_keeps_every_measurement(files, tmp_path):
@@ -310,7 +376,9 @@ def test_cli_errors_are_one_line_exit_2(files, args, needle):
 
 
 def test_predicting_at_the_preset_clock_changes_the_prediction(files, rep):
-    at_preset = report.build_report([files["validate"], files["bench"]], measured_clock=False)
+    at_preset = report.build_report(
+        [files["validate"], files["bench"]], preset="h200", measured_clock=False
+    )
     by_key = {(p.workload.seqlen_q, p.algo): p.predicted_s for p in at_preset.points}
     for p in rep.points:
         # every synthetic point was timed at 1755 or 1980 MHz, not the preset's 1830
@@ -322,6 +390,27 @@ def test_predicting_at_the_preset_clock_changes_the_prediction(files, rep):
 def test_the_accuracy_baseline_beside_the_results_is_passed_over(files, rep, tmp_path):
     baseline = tmp_path / "accuracy.json"
     report.write_baseline(rep, baseline)
-    again = report.build_report([files["validate"], files["bench"], baseline])
+    again = report.build_report([files["validate"], files["bench"], baseline], preset="h200")
     assert again.files == rep.files
     assert [p.predicted_s for p in again.points] == [p.predicted_s for p in rep.points]
+
+
+def test_graph_timing_compares_with_the_graph_replay_and_leaves_out_points_without_it(
+    files, rep, tmp_path
+):
+    doc = schema.load_results(files["validate"])
+    ok = [r for r in doc["measurements"] if r["status"] == "ok"]
+    for r in ok[:3]:
+        r["time_graph_s"] = r["time_s"] / 2  # the host's launch cost gone
+    path = schema.save_results(doc, tmp_path / "g.json")
+    graph = report.build_report([path], preset="h200", timing="graph")
+    assert len(graph.points) == 3
+    eager = {(p.algo, p.workload): p for p in rep.points}
+    for p in graph.points:
+        assert p.measured_s == eager[(p.algo, p.workload)].measured_s / 2
+        assert p.predicted_s == eager[(p.algo, p.workload)].predicted_s
+    assert graph.summary()["timing"] == "graph"
+    with pytest.raises(TilesimError, match="unknown timing"):
+        report.build_report([path], preset="h200", timing="lazy")
+    with pytest.raises(TilesimError, match="with a CUDA-graph time"):
+        report.build_report([files["validate"]], preset="h200", timing="graph")

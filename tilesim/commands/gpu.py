@@ -369,9 +369,22 @@ def validate(
             "backward launches timed together) or all (fwd and bwd).",
         ),
     ] = "all",
+    grid_name: Annotated[
+        str,
+        typer.Option(
+            "--grid",
+            help="grid (16k tokens per batch, H·d = 2048, N a power of two) or random "
+            "(shapes drawn by --seed: batch, heads 1-64, N 128-32k, d 64/128, causal or not, "
+            "fp16/bf16/fp8; the forward of every algorithm, standard's and v2's backward).",
+        ),
+    ] = "grid",
+    seed: Annotated[int, typer.Option("--seed", help="--grid random: the draw's seed.")] = 0,
+    count: Annotated[
+        int, typer.Option("--points", help="--grid random: how many shapes to draw.")
+    ] = 150,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check, time and predict tilesim's kernels over the validation grid."""
+    """Check, time and predict tilesim's kernels over the validation grid (or a random set)."""
     from ..traces.workload import ALGOS
     from ..validate import grid, run
     from ..validate.timing import require_cuda
@@ -384,6 +397,12 @@ def validate(
     ds = parse_ints(head_dims, "--head-dims", (128,) if quick else grid.HEAD_DIMS)
     masks = parse_mask(mask)
     passes = parse_validate_pass(pass_)
+    if grid_name not in ("grid", "random"):
+        raise TilesimError(f"--grid must be grid or random, got {grid_name!r}")
+    if seed < 0:
+        raise TilesimError(f"--seed must be 0 or more, got {seed}")
+    if not 1 <= count <= 10_000:
+        raise TilesimError(f"--points must be between 1 and 10000, got {count}")
     if workers < 0:
         raise TilesimError(f"--workers must be 0 or more, got {workers}")
     _check_out(out)
@@ -398,15 +417,26 @@ def validate(
     names = [p.strip() for p in presets.split(",")] if presets else run.default_presets(device)
     for name in names:
         load_gpu(name)  # a bad preset name fails now, not after the run
-    points = grid.validate_grid(
-        gpu, chosen, ns, ds, masks, spot_checks and not quick, passes=passes
-    )
+    if grid_name == "random":
+        from ..validate.random_set import random_points
+
+        points = [
+            p
+            for p in random_points(gpu, seed, count)
+            if p.algo in chosen and p.workload.pass_ in passes
+        ]
+        meta_extra = {"grid": "random", "seed": seed, "points_drawn": count}
+    else:
+        points = grid.validate_grid(
+            gpu, chosen, ns, ds, masks, spot_checks and not quick, passes=passes
+        )
+        meta_extra = {"grid": "grid"}
     if not points:
         raise TilesimError(
             f"no point to validate: {', '.join(chosen)} with --pass {pass_} (the backward "
             f"grid has {', '.join(grid.BACKWARD_ALGOS)})"
         )
-    path = out or _default_out("")
+    path = out or _default_out(f"-random{seed}" if grid_name == "random" else "")
     log(f"validating {len(points)} points on {device}; predicting with {', '.join(names)}")
     doc = run.run_validate(
         points,
@@ -417,6 +447,7 @@ def validate(
         time_budget_s=time_budget_s,
         predict_workers=workers,
         log=log,
+        meta_extra=meta_extra,
     )
     if json_out:
         print_json(doc)

@@ -25,7 +25,7 @@ from ..simulator import FIDELITIES, Prediction, simulate
 from ..simulator.timeline import DEFAULT_MAX_SMS
 from ..traces import build
 from ..traces.compiled import DEFAULT as DEFAULT_PROFILE
-from ..traces.config import check_algo
+from ..traces.config import check_algo, describe_config
 from ..traces.files import load
 from ..traces.workload import ALGOS, HEAD_DIMS, Workload
 from .common import (
@@ -56,6 +56,7 @@ from .trace import (
     AlgoOpt,
     BlockMOpt,
     BlockNOpt,
+    ConfigOpt,
     PathOpt,
     PersistentOpt,
     PingpongOpt,
@@ -135,6 +136,7 @@ def predict_cmd(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    config_name: ConfigOpt = None,
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
     num_warps: WarpsOpt = None,
@@ -161,6 +163,7 @@ def predict_cmd(
         algo,
         workload,
         hw,
+        config_name,
         block_m=block_m,
         block_n=block_n,
         num_warps=num_warps,
@@ -171,7 +174,10 @@ def predict_cmd(
         warp_specialize=warp_specialize,
     )
     trace = build(algo, workload, hw, config, profile=_profile(profile))
-    _run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt)
+    schedule = describe_config(algo, workload, hw, config)
+    _run_and_show(
+        trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt, schedule
+    )
 
 
 def replay_cmd(
@@ -192,8 +198,9 @@ def replay_cmd(
 
 
 def _run_and_show(
-    trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window, gantt=None
+    trace, hw: GPU, fidelity, as_json, timeline, timeline_sms, window, gantt=None, schedule=None
 ) -> None:
+    """Simulate ``trace`` and show it; ``schedule``: which kernel runs its config."""
     _check_fidelity(fidelity)
     for option, path in (("--timeline", timeline), ("--gantt", gantt)):
         if path is not None and not path.parent.is_dir():
@@ -216,9 +223,9 @@ def _run_and_show(
 
         draw_gantt(pred, gantt, sms=min(4, max(timeline_sms, 1)))
     if as_json:
-        print_json(pred.to_dict())
+        print_json({**pred.to_dict(), **({"schedule": schedule} if schedule else {})})
         return
-    _show(pred, hw)
+    _show(pred, hw, schedule)
     if timeline is not None:
         console.print(f"timeline: {timeline} (open it at https://ui.perfetto.dev)")
     if gantt is not None:
@@ -251,7 +258,7 @@ def _window(text: str | None) -> tuple[float, float] | None:
     return start, end
 
 
-def _show(p: Prediction, hw: GPU) -> None:
+def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
     w = p.workload
     shape = (
         (
@@ -272,6 +279,8 @@ def _show(p: Prediction, hw: GPU) -> None:
     table.add_row("workload", shape)
     if p.config:
         table.add_row("config", ", ".join(f"{k}={v}" for k, v in p.config.items()))
+    if schedule:
+        table.add_row("schedule", schedule)
     table.add_row("time", f"{fmt_time(p.time_s)}  ({p.cycles:,.0f} SM cycles)")
     table.add_row("throughput", f"{p.tflops:.1f} TFLOPS (matmul FLOPs {p.matmul_flops:.3g})")
     rw = f"{fmt_bytes(p.hbm_read_bytes)} / {fmt_bytes(p.hbm_write_bytes)}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +11,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError
-from .common import JsonOpt, console, print_json
+from .common import JsonOpt, console, err_console, print_json
 
 FIDELITIES = ("fast", "detailed")
 
@@ -22,8 +24,8 @@ def report(
     files: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Results files (validate and bench JSON) [default: the newest validate and "
-            "bench files in validate/results/].",
+            help="Results files (validate and bench JSON; others are passed over with a note) "
+            "[default: every validate file in validate/results/ and the newest bench file].",
             show_default=False,
         ),
     ] = None,
@@ -31,8 +33,8 @@ def report(
         str | None,
         typer.Option(
             "--gpu-preset",
-            help="Preset to predict with, e.g. h200 or h200-cal [default: the datasheet preset "
-            "of the GPU the files were measured on].",
+            help="Preset to predict with, e.g. h200 or h200-cal [default: the calibrated preset "
+            "of the GPU the files were measured on, or its datasheet one].",
             show_default=False,
         ),
     ] = None,
@@ -43,7 +45,15 @@ def report(
         Path | None, typer.Option("--markdown", help="Write a markdown report here.")
     ] = None,
     fidelity: Annotated[str, typer.Option("--fidelity", help="fast or detailed.")] = "fast",
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes predicting.")] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Worker processes predicting [default: all cores].",
+            show_default=False,
+        ),
+    ] = None,
     stored: Annotated[
         bool,
         typer.Option(
@@ -76,6 +86,14 @@ def report(
             show_default=False,
         ),
     ] = None,
+    timing: Annotated[
+        str,
+        typer.Option(
+            "--timing",
+            help="eager (do_bench of the launches as Python issues them) or graph (their "
+            "CUDA-graph replay: the GPU's time without the host's launch cost).",
+        ),
+    ] = "eager",
     json_out: JsonOpt = False,
 ) -> None:
     """Accuracy of the model against measured kernel times (predictions recomputed, on CPU)."""
@@ -83,14 +101,26 @@ def report(
 
     if fidelity not in FIDELITIES:
         raise TilesimError(f"unknown fidelity {fidelity!r} (choose fast or detailed)")
+    if jobs is None:
+        jobs = os.cpu_count() or 1
     if jobs < 1:
         raise TilesimError(f"--jobs must be at least 1, got {jobs}")
     for path in (png, markdown, baseline):
         if path is not None and not path.parent.is_dir():
             raise TilesimError(f"cannot write {path}: folder {str(path.parent)!r} does not exist")
-    result = rep.build_report(
-        files, gpu_preset, fidelity, jobs, stored, measured_clock=not preset_clock
-    )
+    with _progress() as tick:
+        result = rep.build_report(
+            files,
+            gpu_preset,
+            fidelity,
+            jobs,
+            stored,
+            measured_clock=not preset_clock,
+            progress=tick,
+            timing=timing,
+        )
+    for note in result.skipped:
+        err_console.print(f"note: passed over {note}: no kernel measurement", soft_wrap=True)
     summary = result.summary()
     if markdown is not None:
         from ..validate.schema import save_text
@@ -128,3 +158,25 @@ def _print(summary: dict, rep) -> None:
     for row in rep.group_rows(summary):
         groups.add_row(*map(str, row))
     console.print(groups)
+
+
+@contextlib.contextmanager
+def _progress():
+    """A progress bar of the predictions on stderr; yields the ``progress(done, total)``
+    callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "predicting",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("predict", total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield tick

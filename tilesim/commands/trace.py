@@ -16,7 +16,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..hwmodels import GPU
-from ..traces import build, default_config
+from ..traces import build
+from ..traces.config import config_names, named_config
 from ..traces.counters import counters
 from ..traces.expand import expand
 from ..traces.files import save, to_dict
@@ -84,6 +85,18 @@ SpecializeOpt = Annotated[
         **_NO_DEFAULT,
     ),
 ]
+ConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        help="A named schedule: "
+        + ", ".join(config_names())
+        + " (fa3: FlashAttention-3's ping-pong; fa2 = sdpa-flash: FlashAttention-2's CUDA "
+        "tiles; fa1-algorithm1: the paper's Algorithm 1) [default: what tilesim's kernels "
+        "run]; the tile options change it further.",
+        show_default=False,
+    ),
+]
 CtaOpt = Annotated[
     int | None,
     typer.Option("--cta", help="Also unroll this CTA (grid index) of --launch.", **_NO_DEFAULT),
@@ -96,25 +109,28 @@ def register(app: typer.Typer) -> None:
 
 
 def config_from_options(
-    algo: str, workload: Workload, gpu: GPU, **overrides
+    algo: str, workload: Workload, gpu: GPU, name: str | None = None, **overrides
 ) -> KernelConfig | None:
-    """The default config of ``algo`` with the options the user gave (None: keep).
+    """The config called ``name`` (None: the default) with the options the user gave.
 
-    fwd_bwd without options: None, so that `build` runs each pass with its own default.
+    fwd_bwd without a name or options: None, so that `build` runs each pass with its
+    own default.
     """
-    config = default_config(algo, workload, gpu)
     changes = {k: v for k, v in overrides.items() if v is not None}
-    if not changes and workload.pass_ == "fwd_bwd":
+    if name is None and not changes and workload.pass_ == "fwd_bwd":
         return None
+    config = named_config(name or "default", algo, workload, gpu)
     return config.replace(**changes) if changes else config
 
 
-def _build(gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_, **cfg):
+def _build(
+    gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_, name, **cfg
+):
     hw = gpu_from_options(gpu, sets)
     workload = workload_from_options(
         batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
     )
-    config = config_from_options(algo, workload, hw, **cfg)
+    config = config_from_options(algo, workload, hw, name, **cfg)
     return hw, build(algo, workload, hw, config)
 
 
@@ -131,6 +147,7 @@ def trace_show(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    config_name: ConfigOpt = None,
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
     num_warps: WarpsOpt = None,
@@ -146,7 +163,7 @@ def trace_show(
     """Show a trace: launches, grid, CTAs, shared memory, occupancy, the CTA program, counters."""
     hw, trace = _build(
         gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
-        block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+        config_name, block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
         mma_path=mma_path, persistent=persistent, pingpong=pingpong,
         warp_specialize=warp_specialize,
     )  # fmt: skip
@@ -195,6 +212,7 @@ def trace_export(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    config_name: ConfigOpt = None,
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
     num_warps: WarpsOpt = None,
@@ -207,7 +225,7 @@ def trace_export(
     """Write a trace to a .trace.json file (replay it with `tilesim trace replay`)."""
     _, trace = _build(
         gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
-        block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+        config_name, block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
         mma_path=mma_path, persistent=persistent, pingpong=pingpong,
         warp_specialize=warp_specialize,
     )  # fmt: skip
