@@ -116,12 +116,12 @@ def _runs(algo: str, workload, config, gpu) -> list:
     from ..kernels.autograd import backward_runs, empty_grads, forward_saving
     from ..kernels.flash_v3 import check_config
     from ..kernels.reference import default_scale
-    from ..traces.config import kernel_config
+    from ..traces.config import default_config
 
     q, k, v = _inputs(workload)
     scale = default_scale(workload.head_dim)
     if workload.pass_ == "bwd":
-        fwd_config = kernel_config(algo, dataclasses.replace(workload, pass_="fwd"), gpu)
+        fwd_config = default_config(algo, dataclasses.replace(workload, pass_="fwd"), gpu)
         out, state = forward_saving(q, k, v, workload.causal, scale, algo, fwd_config)
         grads = empty_grads(q, k)
         return backward_runs(

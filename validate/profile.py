@@ -8,9 +8,10 @@
 Needs torch and the Triton the profile is for (the GPU machine's: 3.6), no GPU
 (``validate/cross_compile.py``). The variants: standard, v1, v2 (forward and
 backward) and v3 (forward), head dims 64/128/256, fp16/bf16 (and fp8 for v3),
-causal or not, each with the default config, the config the kernels run, and the
-named configs; for standard's row kernels every row plan N up to 128k selects;
-and every variant the committed GPU measurements (``validate/results/*-registers.json``,
+causal or not, each with the default config and the named configs; for
+standard's row kernels every row plan N up to 128k selects; each at N a multiple
+of the tiles, of 16 only and of neither, and with one head; and every variant
+the committed GPU measurements (``validate/results/*-registers.json``,
 ``*-ncu.json``) hold. Each compiled kernel gives its registers and local memory
 (cuobjdump), its SASS loops and spill-reload waits (``validate/sass.py``) and its
 issue cycles (``validate/issue.py``). A variant that does not compile is listed
@@ -73,25 +74,25 @@ def row_plan_seqlens() -> list[int]:
 
 
 def selectable_configs(algo: str, workload: Workload, gpu) -> list[KernelConfig]:
-    """The configs a user selects without giving tiles: the default, the kernels' own,
-    the named ones; those that do not fit the GPU left out."""
+    """The configs a user selects without giving tiles: the default and the named ones
+    that tilesim's kernels run here. Left out: those that do not fit the GPU, and those
+    of another MMA path than the GPU's (FlashAttention-2's mma.sync tiles on Hopper are
+    run by SDPA's CUDA kernel; Triton builds tilesim's with wgmma whatever the config)."""
     from ..traces import config as configs
 
     found = [configs.default_config(algo, workload, gpu)]
-    if hasattr(configs, "kernel_config"):
-        found.append(configs.kernel_config(algo, workload, gpu))
-    for name in getattr(configs, "NAMED_CONFIGS", {}):
+    for name in configs.NAMED_CONFIGS:
         try:
             found.append(configs.named_config(name, algo, workload, gpu))
         except TilesimError:
             continue
     out = []
-    for c in filter(None, found):
+    for c in found:
         try:
             configs.check_fits(algo, workload, c, gpu)
         except TilesimError:
             continue
-        if c not in out:
+        if c not in out and c.mma_path == ("wgmma" if gpu.has_wgmma else "mma_sync"):
             out.append(c)
     return out
 

@@ -14,7 +14,7 @@ from tilesim.hwmodels import load_gpu
 from tilesim.profiles import for_arch, from_dict
 from tilesim.traces import build
 from tilesim.traces.compiled import NO_PROFILE, NOT_COVERED, variant_of
-from tilesim.traces.config import kernel_config
+from tilesim.traces.config import default_config
 from tilesim.traces.tiles import regs_estimate
 from tilesim.traces.workload import KernelConfig, Workload
 
@@ -153,7 +153,7 @@ def test_newly_covered_variants_take_their_compiled_facts(profile, h200):
         ("v2", Workload(2, 16, 4096, 4096, 128, dtype="bf16", pass_="bwd")),
         ("v3", Workload(2, 8, 4096, 4096, 256, dtype="fp8")),
     ):
-        config = kernel_config(algo, w, h200)  # v3 at d = 256: the Triton kernel
+        config = default_config(algo, w, h200)  # v3 at d = 256: the Triton kernel
         for launch in build(algo, w, h200, config).launches:
             assert launch.estimated == "", (algo, w, launch.name)
 
