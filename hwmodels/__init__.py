@@ -4,7 +4,7 @@
 >>> gpu = load_gpu("h100")                      # alias, preset name or .toml path
 >>> fast = gpu.with_overrides({"hbm_bandwidth_Bps": "2x"})
 >>> fast.name
-'h100_sxm5_80gb+hbm_bandwidth_Bps=2x'
+'h100_sxm5_80gb.transferred+hbm_bandwidth_Bps=2x'
 """
 
 from .describe import derived_figures

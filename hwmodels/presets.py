@@ -13,21 +13,21 @@ from. A file may instead start from another preset and change a few fields —
     base = "h200_sxm_141gb"
     hbm_bandwidth_Bps = 4.27e12  # micro-benchmark: ...
 
-Names resolve in this order: an alias (``h100``), a preset in ``presets/``
-(``h100_sxm5_80gb``, ``h200_sxm_141gb.calibrated``), a what-if variant name
-(``h100_sxm5_80gb+hbm_bandwidth_Bps=2x``, as `GPU.with_overrides` names it), or
-a path to a ``.toml`` file.
+Names resolve in this order: an alias (``h100``: the best-founded preset of that
+GPU), a preset in ``presets/`` (``h100_sxm5_80gb``, ``h200_sxm_141gb.calibrated``), a
+what-if variant name (``h100_sxm5_80gb+hbm_bandwidth_Bps=2x``, as `GPU.with_overrides`
+names it), or a path to a ``.toml`` file.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
 from .gpu import GPU
 from .schema import (
@@ -42,12 +42,16 @@ from .schema import (
 )
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+MAX_PRESET_BYTES = 1 << 20  # a preset is a few KiB
 CALIBRATED_SUFFIX = ".calibrated"
 
+# Each short name is the best-founded preset of its GPU: measured on it, transferred
+# from a measured sibling die, or from published measurements. The datasheet presets
+# stay selectable by their full names.
 ALIASES: dict[str, str] = {
-    "a100": "a100_sxm4_80gb",
-    "h100": "h100_sxm5_80gb",
-    "h200": "h200_sxm_141gb",
+    "a100": "a100_sxm4_80gb.published",
+    "h100": "h100_sxm5_80gb.transferred",
+    "h200": "h200_sxm_141gb" + CALIBRATED_SUFFIX,
     "h200-cal": "h200_sxm_141gb" + CALIBRATED_SUFFIX,
 }
 
@@ -110,6 +114,8 @@ def _read_text(path: Path) -> str:
     if not path.is_file():
         raise TilesimError(f"GPU file {str(path)!r} does not exist (or is not a file)")
     try:
+        if path.stat().st_size > MAX_PRESET_BYTES:
+            raise TilesimError(f"{path}: larger than {MAX_PRESET_BYTES >> 10} KiB, not a preset")
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise TilesimError(f"{path}: not a UTF-8 text file") from None
@@ -134,6 +140,8 @@ def parse_preset(text: str, path: Path, depth: int = 0) -> GPU:
     except tomllib.TOMLDecodeError as exc:
         message = " ".join(str(exc).split())
         raise TilesimError(f"{label}: malformed TOML: {message}") from None
+    except RecursionError:
+        raise TilesimError(f"{label}: TOML nested too deeply") from None
     sources = read_comments(text)
 
     values: dict[str, Any] = {}
@@ -256,7 +264,7 @@ def write_preset(
     written = {key: source for key, source in written.items() if source}
     if back != gpu or any(back.sources.get(k) != src for k, src in written.items()):
         raise TilesimError(f"cannot write {path.name}: the preset does not read back as written")
-    _write_atomic(path, text)
+    write_atomic(path, text, fsync=True)
     return path
 
 
@@ -295,21 +303,3 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 10_000:
         return f"{value:_}"
     return format_number(value)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise TilesimError(f"cannot write {path}: folder {str(directory)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise TilesimError(f"cannot write {path}: {exc.strerror}") from None
-        raise

@@ -96,6 +96,28 @@ UNITS: dict[str, str] = {
     "has_fp8": "",
 }
 
+# What the engine can simulate, by unit: beyond these a count exhausts memory (one
+# object per SM) or a rate makes float time stop advancing. Each range holds
+# every real GPU by a factor of 1000 or more, so a what-if study never meets it.
+RANGES: dict[str, tuple[float, float]] = {
+    "SMs": (1, 4096),
+    "Hz": (1e6, 1e11),
+    "of sm_clock_hz": (1e-3, 1),
+    "of peak": (1e-3, 1),
+    "CTAs": (1, 1024),
+    "warps": (1, 1024),
+    "regs": (1, 1 << 24),
+    "schedulers": (1, 64),
+    "B": (1, 1 << 50),
+    "B/s": (1e6, 1e16),
+    "B/clk/SM": (1e-3, 1e7),
+    "FLOP/clk/SM": (1e-3, 1e7),
+    "ops/clk/SM": (1e-3, 1e7),
+    "lanes/clk/SM": (1e-3, 1e7),
+    "SM cycles": (1e-3, 1e7),
+    "s": (1e-12, 1.0),
+}
+
 # How a preset file is laid out: one banner per group, in this order.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("identity", ("name", "display_name", "arch")),
@@ -188,6 +210,7 @@ def check_value(key: str, value: Any, where: str) -> Any:
             raise TilesimError(f"{where} must be an integer, got {value!r}")
         if value <= 0:
             raise TilesimError(f"{where} must be a positive integer, got {value}")
+        _check_range(key, value, where)
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TilesimError(f"{where} must be a number, got {value!r}")
@@ -201,7 +224,28 @@ def check_value(key: str, value: Any, where: str) -> Any:
         raise TilesimError(f"{where} must be a positive number, got {value!r}")
     if key in FRACTIONS and number > 1:
         raise TilesimError(f"{where} must be a fraction of peak in (0, 1], got {value!r}")
+    if number > 0 or key not in ZERO_ALLOWED:
+        _check_range(key, number, where)
     return number
+
+
+def _check_range(key: str, number: float, where: str) -> None:
+    lo, hi = RANGES[UNITS[key]]
+    if not lo <= number <= hi:
+        unit = f" {UNITS[key]}" if UNITS[key] else ""
+        shown = f"{number:.3g}" if isinstance(number, float) else short_int(number)
+        raise TilesimError(
+            f"{where} must be within [{lo:g}, {hi:g}]{unit} (the range tilesim can "
+            f"simulate), got {shown}"
+        )
+
+
+def short_int(value: int) -> str:
+    """An int for a message: in full up to 15 digits, else its magnitude (``~1e+24``)."""
+    if abs(value) < 10**15:
+        return str(value)
+    digits = value.bit_length() * 0.30103
+    return f"~1e+{int(digits)}" if digits < 4000 else f"a {int(digits)}-digit number"
 
 
 def check_consistency(values: dict[str, Any], where: str) -> None:

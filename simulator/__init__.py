@@ -28,9 +28,18 @@ the role processes), ``scheduler`` (occupancy, grid order, wave sampling),
 (`simulate`), ``prediction``, ``timeline`` (Perfetto export), ``bench``.
 """
 
-from .engine import simulate
 from .prediction import SCHEMA_VERSION, LaunchPrediction, Prediction
 from .steps import FIDELITIES
 from .timeline import Timeline
+
+
+def simulate(trace, gpu, fidelity: str = "fast", timeline: bool = False, **options) -> Prediction:
+    """Predict how long ``trace`` runs on ``gpu`` (`engine.simulate`, which takes the
+    timeline's ``options``). The engine, SimPy and numpy are imported on the first
+    call, so that importing this package (the CLI's start-up) stays light."""
+    from .engine import simulate as run
+
+    return run(trace, gpu, fidelity, timeline, **options)
+
 
 __all__ = ["FIDELITIES", "SCHEMA_VERSION", "LaunchPrediction", "Prediction", "Timeline", "simulate"]

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 
-from simpy import Environment
 from simpy.events import Timeout
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from ..traces.files import validate
 from ..traces.ir import Trace
+from .environment import Environment
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -42,6 +42,10 @@ from .sm import SM
 from .steps import StepTables
 from .timeline import DEFAULT_BIN_S, DEFAULT_MAX_SMS, Timeline
 
+# Simulated time stays below this many SM cycles (about 10 hours of GPU time at
+# 2 GHz): float time then resolves 1/64 cycle, so every step still advances it.
+MAX_CYCLES = float(1 << 46)
+
 
 def simulate(
     trace: Trace,
@@ -57,6 +61,7 @@ def simulate(
     wall = time.perf_counter()
     steps = StepTables(fidelity)  # checks the fidelity name
     analytic = validate(trace, gpu)
+    _check_duration(trace, gpu, analytic)
     env = Environment()
     tl = (
         Timeline(gpu.sm_clock_hz, timeline_sms, timeline_window_s, timeline_bin_s)
@@ -93,10 +98,35 @@ def simulate(
         raise TilesimError(_deadlock(runs[-1] if runs else None))
     if tl is not None:
         tl.finish(env.now)
+        tl.sampled = _sampling(runs, steps)
     events = next(env._eid)
     return _prediction(
         trace, gpu, fidelity, runs, overhead, analytic, events, time.perf_counter() - wall, tl
     )
+
+
+def _check_duration(trace: Trace, gpu: GPU, analytic) -> None:
+    """Refuse, before the event loop, a run whose time is surely beyond MAX_CYCLES."""
+    sms = gpu.sm_count
+    tensor = max(
+        gpu.tensor_fp16_mma_sync_flop_per_clk_per_sm,
+        gpu.tensor_fp16_wgmma_flop_per_clk_per_sm,
+        gpu.tensor_fp8_wgmma_flop_per_clk_per_sm,
+    )
+    hbm_per_clk = gpu.hbm_bandwidth_Bps / gpu.sm_clock_hz
+    floors = {
+        "tensor cores": analytic.matmul_flops / (tensor * gpu.tensor_clock_ratio * sms),
+        "SFU": analytic.exp_count / (gpu.sfu_ops_per_clk_per_sm * sms),
+        "HBM": analytic.compulsory_hbm_bytes / hbm_per_clk,
+        "issue": max((max(x.issue_per_cta, default=0) for x in trace.launches), default=0),
+    }
+    what, cycles = max(floors.items(), key=lambda kv: kv[1])
+    if cycles > MAX_CYCLES:
+        raise TilesimError(
+            f"this run would take at least {cycles:.3g} SM cycles ({what}: "
+            f"{cycles / gpu.sm_clock_hz:.3g} s of GPU time); tilesim simulates at most "
+            f"{MAX_CYCLES:.3g} cycles"
+        )
 
 
 def _deadlock(run) -> str:
@@ -110,6 +140,18 @@ def _deadlock(run) -> str:
                 f"waits for {st.waiting!r}, which never happens"
             )
     return f"deadlock in {where}: nothing left to run but the launch did not finish"
+
+
+def _sampling(runs, steps: StepTables) -> str:
+    """What ``fast`` fidelity left out of the run, in words ("" if nothing)."""
+    parts = [
+        f"{run.launch.name}: {run.simulated_items} of {run.compiled.num_items} CTAs simulated"
+        for run in runs
+        if run.simulated_items < run.compiled.num_items
+    ]
+    if steps.coalesced:
+        parts.append("loop iterations coalesced into macro-steps")
+    return "; ".join(parts)
 
 
 def _utilisation(ctr: list, cycles: float, gpu: GPU, memory_costs: tuple) -> dict:

@@ -55,7 +55,25 @@ from heapq import heappop, heappush
 from simpy.core import NORMAL
 from simpy.events import Event
 
-from ..hwmodels.gpu import interpolate
+
+def compile_curve(curve) -> tuple:
+    """``curve`` ((x, y), ... ascending) as `lerp` reads it: its segments precomputed."""
+    segments = tuple(
+        (x1, x0, y0, y1 - y0, x1 - x0) for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False)
+    )
+    return curve[0][0], curve[0][1], segments, curve[-1][1]
+
+
+def lerp(compiled, x: float) -> float:
+    """`hwmodels.gpu.interpolate` on a `compile_curve` result: the same floats, faster."""
+    x_first, y_first, segments, y_last = compiled
+    if x <= x_first:
+        return y_first
+    for x1, x0, y0, dy, dx in segments:
+        if x <= x1:
+            return y0 + dy * (x - x0) / dx
+    return y_last
+
 
 # Counter slots of a work item (see engine.py), kept as plain list indices: the
 # event loop adds to them on every op.
@@ -150,7 +168,9 @@ class PSServer:
         heap = self.heap
         limit = self.V + 1e-9 * (1.0 + abs(self.V))  # float slack on the finishing V
         done = []
-        while heap and heap[0][0] <= limit:
+        # ... or so close to done that its wake-up would come at `now` again (float time
+        # at `now` cannot advance by it): a zero-delay reschedule would repeat forever
+        while heap and (heap[0][0] <= limit or now + (heap[0][0] - self.V) * self.n == now):
             item = heappop(heap)
             self.n -= 1
             self.classes[item[2]] -= 1
@@ -259,6 +279,10 @@ class Memory:
         self.l2_latency = float(gpu.l2_hit_latency_cycles)
         self.hbm_curve = gpu.latency_curve("hbm")
         self.l2_curve = gpu.latency_curve("l2")
+        self.hbm_lerp = compile_curve(self.hbm_curve)
+        self.l2_lerp = compile_curve(self.l2_curve)
+        self.extra_lerp = compile_curve(self.extra_curve)
+        self.extra_memo: dict = {}  # tile_extra by load size (few distinct sizes)
         self.smem_rate = gpu.smem_bandwidth_B_per_clk_per_sm
         self.smem_cost = 1.0 / self.smem_rate
         self.store_rate = gpu.store_bandwidth_B_per_clk_per_sm  # 0: no store port
@@ -365,7 +389,11 @@ class Memory:
         """What the slowest of the requests of a CTA's load of ``nbytes`` (one iteration's,
         its tiles together) adds to one load's latency from HBM (``GPU.tile_extra_curve``:
         nothing for a row's statistics, the most from a 16 KiB tile)."""
-        return interpolate(self.extra_curve, math.log2(nbytes) if nbytes > 1.0 else 0.0)
+        extra = self.extra_memo.get(nbytes)
+        if extra is None:
+            x = math.log2(nbytes) if nbytes > 1.0 else 0.0
+            extra = self.extra_memo[nbytes] = lerp(self.extra_lerp, x)
+        return extra
 
     def _hbm_read_done(self, job: LoadJob, now: float) -> None:
         loaded = self._insert_fills(job, now)
@@ -377,15 +405,16 @@ class Memory:
         (returned), the idle one after the transfer, and what the slowest of its own
         requests adds (`tile_extra`)."""
         l2 = self.l2
-        loaded = interpolate(self.hbm_curve, self.hbm.busy_at(now))
+        loaded = lerp(self.hbm_lerp, self.hbm.busy_at(now))
         for key, nb in job.keys or ():
-            l2.insert(key, nb)
+            # a coalesced outer step's streaming tiles: one iteration's share (sm.py)
+            l2.insert(key, key[2] if len(key) == 3 and key[0].__class__ is tuple else nb)
             for waiter in l2.inflight.pop(key, ()):
                 self._part_done(waiter, now, loaded, self.hbm_latency, waiter.extra)
         return loaded
 
     def _l2_done(self, job: LoadJob, now: float) -> None:
-        loaded = interpolate(self.l2_curve, self.l2srv.busy_at(now))
+        loaded = lerp(self.l2_lerp, self.l2srv.busy_at(now))
         self._part_done(job, now, loaded, self.l2_latency, 0.0)
 
     def _part_done(
@@ -481,4 +510,4 @@ class Memory:
         ev._ok = True
         ev._value = None
         ev.callbacks.append(lambda _ev: callback(arg, self.env._now))
-        self.env.schedule(ev, NORMAL, interpolate(self.l2_curve, self.l2srv.busy_at(now)))
+        self.env.schedule(ev, NORMAL, lerp(self.l2_lerp, self.l2srv.busy_at(now)))

@@ -89,6 +89,12 @@ class Prediction:
     timeline: object = field(default=None, compare=False, repr=False)  # Timeline or None
 
     @property
+    def sampled(self) -> bool:
+        """Whether ``fast`` fidelity extrapolated waves of a launch (some CTAs not
+        simulated: ``LaunchPrediction.simulated_ctas`` < ``ctas``)."""
+        return any(lp.simulated_ctas < lp.ctas for lp in self.launches)
+
+    @property
     def hbm_bytes(self) -> float:
         return self.hbm_read_bytes + self.hbm_write_bytes
 

@@ -221,7 +221,7 @@ def _work_dims(size_exprs: list, grid_sizes: tuple) -> frozenset:
     ndim = len(grid_sizes)
     for dim in range(ndim):
         size = grid_sizes[dim]
-        picks = sorted({0, 1, size // 2, size - 2, size - 1} & set(range(size)))
+        picks = sorted({x for x in (0, 1, size // 2, size - 2, size - 1) if 0 <= x < size})
         for ce, depth in size_exprs:
             if dim not in ce.grid or dim in dims:
                 continue

@@ -21,11 +21,13 @@ slots P, so the tail meets the same wave phase as in the full run. The skipped
 items cost ``B - A`` times the steady rate (seconds per item, measured from item
 start times over the window) and, for every counter, the window's average per
 position in the period. The cost of a launch is thus O(periods of a few waves)
-whatever its size. Where a launch holds too few periods to skip any (one head
-of standard attention's S = QK^T: a period of (N/128)^2 CTAs), the slowest dim
-of the period is dropped if it only shares tiles, not work: the per-group reads
-of the shared tiles (each head's K once) are then under-counted for the skipped
-groups, a small error next to such a launch's traffic.
+whatever its size. Where a launch holds too few periods to skip any, or its
+period is longer than a wave (one head of standard attention's S = QK^T: a
+period of (N/128)^2 CTAs, whose window would have to hold a whole head), the
+slowest dim of the period is dropped while it only shares tiles, not work: the
+per-group first reads of the shared tiles (each head's Q blocks once) are then
+under-counted for the skipped groups, a small error next to such a launch's
+traffic, and the window shrinks to about a wave.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from dataclasses import dataclass
+from functools import reduce
+from operator import add
 
 from simpy.events import Event, Timeout
 
@@ -79,7 +83,7 @@ def period(compiled, slots: int) -> int:
     top = max(relevant)
     g = _prod(sizes[: top + 1])
     n = _prod(sizes)
-    while n < MIN_PERIODS * g and top >= 0 and top not in work:
+    while (n < MIN_PERIODS * g or g > slots) and top >= 0 and top not in work:
         top -= 1
         g = _prod(sizes[: top + 1])
     return g
@@ -319,11 +323,8 @@ class LaunchRun:
         """(cycles of the launch, counters, cycles stood in for by extrapolation)."""
         cycles = self.t1 - self.t0
         ctrs = self.ctrs
-        total = [0.0] * N_COUNTERS
-        for item in sorted(ctrs):  # a fixed order: float sums are bit-identical run to run
-            c = ctrs[item]
-            for k in range(N_COUNTERS):
-                total[k] += c[k]
+        # a fixed order (items sorted), added one by one: bit-identical run to run
+        total = _column_sums([ctrs[item] for item in sorted(ctrs)])
         plan = self.plan
         if plan is None:
             return cycles, total, 0.0
@@ -343,13 +344,8 @@ class LaunchRun:
         reps = window // g
         by_pos = [[0.0] * N_COUNTERS for _ in range(g)]
         for i in range(head - window, head):
-            row, c = by_pos[i % g], ctrs[i]
-            for k in range(N_COUNTERS):
-                row[k] += c[k]
-        per_period = [0.0] * N_COUNTERS
-        for row in by_pos:
-            for k in range(N_COUNTERS):
-                per_period[k] += row[k]
+            by_pos[i % g] = list(map(add, by_pos[i % g], ctrs[i]))
+        per_period = _column_sums(by_pos)
         first_full = -(-head // g) * g
         for pos in range(head % g, g) if head % g else ():
             row = by_pos[pos]
@@ -363,6 +359,14 @@ class LaunchRun:
     @property
     def simulated_items(self) -> int:
         return len(self.ctrs)
+
+
+def _column_sums(rows: list) -> list:
+    """Per counter, the sum of ``rows`` in their order, one addition at a time from 0.0
+    (as a loop of ``+=`` adds them: the same floats, at C speed)."""
+    if not rows:
+        return [0.0] * N_COUNTERS
+    return [reduce(add, column, 0.0) for column in zip(*rows, strict=True)]
 
 
 def _prod(xs) -> int:

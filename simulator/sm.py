@@ -52,11 +52,12 @@ stand for (see :mod:`tilesim.simulator.steps`).
 
 from __future__ import annotations
 
+from heapq import heappush
+
 from simpy.core import NORMAL
 from simpy.events import PENDING as _PENDING
 from simpy.events import Event
 
-from ..hwmodels.gpu import interpolate
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -65,8 +66,9 @@ from .memory import (
     C_SFU,
     C_SMEM,
     C_TENSOR,
+    lerp,
 )
-from .program import OP_ARRIVE, OP_LOAD, OP_LOOP, OP_MMA, OP_STORE, OP_WAIT
+from .program import OP_ARRIVE, OP_LOAD, OP_LOOP, OP_MMA, OP_STORE, OP_VECTOR, OP_WAIT
 
 PIPES = ("tensor", "sfu", "fp32", "smem")
 _ONCE = (0,)  # the steps of a block that is not a loop body run by _block itself
@@ -103,6 +105,17 @@ class Done:
 
 
 DONE = Done()
+
+
+class Ready(Event):
+    """An event already triggered (value None), to be scheduled at a time: a timeout
+    without `simpy.Timeout`'s checks (the hot path)."""
+
+    _ok = True
+    _value = None
+
+    def __init__(self) -> None:
+        self.callbacks = []
 
 
 class Cta:
@@ -206,6 +219,9 @@ class Executor:
         self.issue_cta = (0.0, 0.0)
         self.max_depth = max((_depth(nodes) for _, nodes in compiled.roles), default=0)
         self.active: dict = {}  # running role states (deadlock reports)
+        self._gsel: dict = {}  # id of a loop or load group -> grid positions it reads
+        self._rows: dict = {}  # _work_rows cache
+        self._loads: dict = {}  # _load_steps cache
         self.resident = lambda: 1  # CTAs on the GPU now; set by the scheduler
 
     # -- events --------------------------------------------------------------------
@@ -274,6 +290,8 @@ class Executor:
         innermost ``loop`` they are the body of, once per step of that loop: one
         generator for the whole loop instead of one per step (the hot path)."""
         env = self.env
+        queue = env._queue
+        eid = env._eid
         G = cta.G
         L = st.L
         ctr = cta.ctr
@@ -291,9 +309,11 @@ class Executor:
             has_mma = any(n.kind == OP_MMA for n in nodes)
             spills = self.spill_covers if has_mma else ()
             issue, floor = self.issue_step[st.role] if has_mma else (0.0, 0.0)
+            rows = self._work_rows(loop, G, L, d, table)
+            pre = self._load_steps(loop.loads, G, L, d, table) if p else None
             if p:  # the loads of the first p iterations are issued before the loop
                 while nxt < len(starts) and starts[nxt] < p:
-                    self._prefetch(cta, st, loop, d, base, nxt)
+                    self._prefetch(cta, st, loop, d, base, nxt, pre)
                     nxt += 1
         else:
             spills = ()
@@ -308,6 +328,7 @@ class Executor:
                 d, a, cnt = 0, 0, 1
             ptup = st.path[depth]
             steps = _ONCE
+            rows = (_work_row(nodes, G, L, d, a, cnt),)
         for sigma in steps:
             if loop is not None:
                 a = starts[sigma]
@@ -316,10 +337,10 @@ class Executor:
                 if p:  # iteration j issues the loads of iteration j + p
                     end = a + cnt + p
                     while nxt < len(starts) and starts[nxt] < end:
-                        self._prefetch(cta, st, loop, d, base, nxt)
+                        self._prefetch(cta, st, loop, d, base, nxt, pre)
                         nxt += 1
                 L[d] = a
-            for node in nodes:
+            for node, work in zip(nodes, rows[sigma], strict=True):
                 kind = node.kind
                 if OP_MMA <= kind <= OP_WAIT:  # Mma, Vector or Wait (adjacent codes)
                     for dep in node.deps:
@@ -340,13 +361,7 @@ class Executor:
                     now = env._now
                     mult = st.mult
                     if kind == OP_MMA:
-                        ce = node.flops
-                        if ce.fn is None:
-                            flops = ce.const * cnt * mult
-                        elif cnt == 1:
-                            flops = ce.fn(G, L) * mult
-                        else:
-                            flops = _sum(ce, G, L, d, a, cnt) * mult
+                        flops = work * mult
                         busy = flops / self.tensor_rate[node.dtype]
                         start = sm.tensor_free if sm.tensor_free > now else now
                         end = start + busy
@@ -356,22 +371,9 @@ class Executor:
                         if log is not None and busy:
                             log.append((P_TENSOR, start, end, cta.label))
                     else:
-                        ce = node.exp
-                        exp = (
-                            ce.const * cnt
-                            if ce.fn is None
-                            else ce.fn(G, L)
-                            if cnt == 1
-                            else _sum(ce, G, L, d, a, cnt)
-                        ) * mult
-                        ce = node.fp32
-                        fp32 = (
-                            ce.const * cnt
-                            if ce.fn is None
-                            else ce.fn(G, L)
-                            if cnt == 1
-                            else _sum(ce, G, L, d, a, cnt)
-                        ) * mult
+                        exp_sum, fp32_sum, smem_sum = work
+                        exp = exp_sum * mult
+                        fp32 = fp32_sum * mult
                         sfu_busy = exp * self.sfu_cost
                         fp32_busy = fp32 * self.fp32_cost
                         end = now
@@ -397,11 +399,10 @@ class Executor:
                                 floor = now + (sfu_busy + fp32_busy) * slow
                                 if floor > end:
                                     end = floor
-                        ce = node.smem
-                        if ce.fn is not None or ce.const:
+                        if smem_sum is not None:
                             # layout conversions: the tile goes through shared memory
                             # after the arithmetic that produced it (module docstring)
-                            busy = _sum(ce, G, L, d, a, cnt) * mult * self.mem.smem_cost
+                            busy = smem_sum * mult * self.mem.smem_cost
                             start = sm.smem_free if sm.smem_free > end else end
                             sm.smem_free = start + busy
                             # (with the issue cycles too: module docstring)
@@ -413,25 +414,28 @@ class Executor:
                         if node.id is not None:
                             key = (st.role, node.id, ptup)
                             if end > now:
-                                ev = self._event(cta, key)
-                                ev._ok = True
-                                ev._value = None
-                                env.schedule(ev, NORMAL, end - now)
+                                ev = reg.get(key)
+                                if ev is None:
+                                    ev = reg[key] = Ready()
+                                else:
+                                    ev._ok = True
+                                    ev._value = None
+                                heappush(queue, (now + (end - now), NORMAL, next(eid), ev))
                             else:
                                 self._mark(cta, key)
                         continue
                     if end > now:
-                        ev = Event(env)
-                        ev._ok = True
-                        ev._value = None
-                        env.schedule(ev, NORMAL, end - now)
+                        ev = Ready()
+                        heappush(queue, (now + (end - now), NORMAL, next(eid), ev))
                         yield ev
                     if node.id is not None:
                         self._mark(cta, (st.role, node.id, ptup))
                 elif kind == OP_LOAD:
                     if prefetched:
                         continue  # issued by the loop's prefetcher
-                    self._issue_loads(cta, st, node.group, ptup, d, a, cnt, node.ahead)
+                    self._issue_loads(
+                        cta, st, node.group, ptup, d, a, cnt, node.ahead, loop is None
+                    )
                 elif kind == OP_STORE:
                     self._store(cta, st, node.group, d, a, cnt)
                 elif kind == OP_ARRIVE:
@@ -440,10 +444,10 @@ class Executor:
                     yield from self._loop(cta, st, node, depth)
             if issue:  # the step's issue cycles (module docstring)
                 n = cnt * st.mult
-                ev = Event(env)
-                ev._ok = True
-                ev._value = None
-                env.schedule(ev, NORMAL, self.issue(sm, env._now, issue * n, floor * n) - env._now)
+                now = env._now
+                ev = Ready()
+                delay = self.issue(sm, now, issue * n, floor * n) - now
+                heappush(queue, (now + delay, NORMAL, next(eid), ev))
                 yield ev
             if spills:
                 yield from self._spill_reloads(spills, cnt * st.mult)
@@ -495,7 +499,7 @@ class Executor:
         """The waits of ``steps`` loop steps on reloaded spills (module docstring)."""
         mem = self.mem
         now = self.env._now
-        trip = interpolate(mem.l2_curve, mem.l2srv.busy_at(now))
+        trip = lerp(mem.l2_lerp, mem.l2srv.busy_at(now))
         wait = sum(trip - c for c in covers if c < trip) * steps
         if wait > 0:
             ev = Event(self.env)
@@ -583,26 +587,78 @@ class Executor:
 
     # -- loads and stores -------------------------------------------------------------
 
-    def _prefetch(self, cta: Cta, st: RoleState, node, depth: int, base: tuple, sigma: int):
+    def _prefetch(
+        self, cta: Cta, st: RoleState, node, depth: int, base: tuple, sigma: int, pre=None
+    ):
         table = st.tables[depth]
         a, cnt = table.starts[sigma], table.counts[sigma]
+        path = base + (sigma,)
+        if pre is not None:
+            items, extra = pre[sigma]
+            self._issue_items(cta, st, node.loads, path, cnt, node.prefetch, items, extra)
+            return
         keep = st.L[depth]
         st.L[depth] = a
-        path = base + (sigma,)
         self._issue_loads(cta, st, node.loads, path, depth, a, cnt, node.prefetch)
         st.L[depth] = keep
 
-    def _issue_loads(self, cta, st: RoleState, group, path, d: int, a: int, cnt: int, ahead: int):
-        """Issue a run of loads as one transfer; one event completes all of them.
+    def _work_rows(self, loop, G, L, d: int, table) -> list:
+        """`_work_row` of each step of ``loop`` (the body's sums), computed once per
+        distinct (grid coordinates the sums read, outer loop values, step table)."""
+        gsel = self._gsel.get(id(loop))
+        if gsel is None:
+            gsel = self._gsel[id(loop)] = _work_gsel(loop.body)
+        key = (id(loop), tuple([G[i] for i in gsel]), tuple(L[:d]), id(table))
+        rows = self._rows.get(key)
+        if rows is None:
+            keep = L[d]
+            rows = []
+            for a, cnt in zip(table.starts, table.counts, strict=True):
+                L[d] = a
+                rows.append(_work_row(loop.body, G, L, d, a, cnt))
+            L[d] = keep
+            self._rows[key] = rows
+        return rows
 
-        A coalesced step stands for ``cnt * mult`` iterations, each of which waits
-        for its own tiles' latency unless they were issued early enough: ``ahead``
-        iterations (prefetch, or a ring buffer's gating wait) plus the iterations
-        until their first use (see `Memory.load` and steps.py).
-        """
-        lead = ahead + min([m.use for m in group])
-        G = cta.G
-        L = st.L
+    def _load_steps(self, group, G, L, d: int, table):
+        """`_load_items` of ``group`` at each step of the loop at depth ``d``, computed
+        once per distinct (tiles' grid coordinates, outer loop values, step table);
+        None for a group with streaming loads (every CTA's tiles are its own)."""
+        if any(m.streaming for m in group):
+            return None
+        gsel = self._gsel.get(id(group))
+        if gsel is None:
+            gsel = self._gsel[id(group)] = tuple(sorted({i for m in group for i in m.gsel}))
+        key = (id(group), tuple([G[i] for i in gsel]), tuple(L[:d]), id(table))
+        steps = self._loads.get(key)
+        if steps is None:
+            keep = L[d]
+            steps = []
+            for a, cnt in zip(table.starts, table.counts, strict=True):
+                L[d] = a
+                steps.append(self._load_items(group, G, L, d, a, cnt))
+            L[d] = keep
+            self._loads[key] = steps
+        return steps
+
+    def _issue_loads(
+        self, cta, st: RoleState, group, path, d: int, a: int, cnt: int, ahead: int, outer=False
+    ):
+        """Issue a run of loads as one transfer; one event completes all of them.
+        ``outer``: the step is one of a loop that holds a loop (see `_load_items`)."""
+        items, extra = self._load_items(group, cta.G, st.L, d, a, cnt, outer)
+        self._issue_items(cta, st, group, path, cnt, ahead, items, extra)
+
+    def _load_items(self, group, G, L, d: int, a: int, cnt: int, outer: bool = False) -> tuple:
+        """((key, bytes), ...) of a run of loads at a step, and the bytes of back-to-back
+        repeats within it (hits).
+
+        A coalesced step of a loop that holds a loop runs its inner loop once, for
+        all its iterations: the inner tiles are touched once a step, where the kernel
+        touches them once an iteration with one iteration's streaming tiles between.
+        So the step's streaming tiles take one iteration's share of the L2 (their
+        entry's third field), not all of theirs at once, which would push the inner
+        tiles out of an L2 they fit in."""
         items: list = []
         extra = 0.0  # bytes of back-to-back repeats within the step (hits)
         for node in group:
@@ -626,13 +682,25 @@ class Executor:
                 continue
             if node.streaming:  # one L2 entry for the step's tiles (program._set_streaming)
                 nb = _sum(node.nbytes, G, L, d, a, cnt)
-                items.append(((key.value(G, L), cnt), nb))
+                entry = (key.value(G, L), cnt, nb / cnt) if outer else (key.value(G, L), cnt)
+                items.append((entry, nb))
                 continue
             ckey = (tuple([G[i] for i in node.gsel]), tuple(L[:d]), a, cnt)
             tiles = node.cache.get(ckey)
             if tiles is None:
                 tiles = node.cache[ckey] = self._tiles(node, G, L, d, a, cnt)
             items.extend(tiles)
+        return items, extra
+
+    def _issue_items(self, cta, st: RoleState, group, path, cnt: int, ahead: int, items, extra):
+        """Issue ``items`` of a run of loads as one transfer; one event completes them.
+
+        A coalesced step stands for ``cnt * mult`` iterations, each of which waits
+        for its own tiles' latency unless they were issued early enough: ``ahead``
+        iterations (prefetch, or a ring buffer's gating wait) plus the iterations
+        until their first use (see `Memory.load` and steps.py).
+        """
+        lead = ahead + min([m.use for m in group])
         reg = cta.reg
         role = st.role
         keys = [(role, node.id, path) for node in group]
@@ -727,6 +795,48 @@ class Executor:
         cta.stores -= 1
         if cta.stores == 0 and cta.drain is not None:
             cta.drain.succeed()
+
+
+def _work_row(nodes, G, L, d: int, a: int, cnt: int) -> list:
+    """Per node of a block, the sums over the step's ``cnt`` iterations from ``a`` of
+    its work (before the coalesced outer loops' multiplier): an Mma's FLOPs, a
+    Vector's (exp, fp32, smem bytes or None); None for the others. ``L[d] == a``."""
+    row = []
+    for node in nodes:
+        kind = node.kind
+        if kind == OP_MMA:
+            row.append(_step_sum(node.flops, G, L, d, a, cnt))
+        elif kind == OP_VECTOR:
+            ce = node.smem
+            smem = _sum(ce, G, L, d, a, cnt) if ce.fn is not None or ce.const else None
+            row.append(
+                (
+                    _step_sum(node.exp, G, L, d, a, cnt),
+                    _step_sum(node.fp32, G, L, d, a, cnt),
+                    smem,
+                )
+            )
+        else:
+            row.append(None)
+    return row
+
+
+def _step_sum(ce, G, L, d: int, a: int, cnt: int):
+    if ce.fn is None:
+        return ce.const * cnt
+    if cnt == 1:
+        return ce.fn(G, L)
+    return _sum(ce, G, L, d, a, cnt)
+
+
+def _work_gsel(nodes) -> tuple:
+    """Grid positions that the work expressions of ``nodes`` read."""
+    out: set = set()
+    for node in nodes:
+        for ce in (node.flops, node.exp, node.fp32, node.smem):
+            if ce is not None:
+                out.update(ce.gsel)
+    return tuple(sorted(out))
 
 
 def vector_slowdown(warps: int, gpu) -> float:

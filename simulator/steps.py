@@ -106,6 +106,7 @@ class StepTables:
         self.fidelity = fidelity
         self.head, self.tail, self.macro = head, tail, macro
         self._cache: dict = {}
+        self.coalesced = False  # some loop ran in macro-steps (a timeline shows them lumped)
 
     def table(self, trips: int, nested: bool = False, exposed: bool = False) -> StepTable:
         key = (trips, nested, exposed)
@@ -116,6 +117,8 @@ class StepTables:
             else:
                 cut = self._cut(trips, nested)
             table = self._cache[key] = StepTable(*cut)
+            if not table.exact:
+                self.coalesced = True
         return table
 
     def _cut(self, trips: int, nested: bool) -> tuple[list, list]:

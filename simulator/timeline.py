@@ -13,17 +13,19 @@ saves Chrome / Perfetto trace JSON — open it at https://ui.perfetto.dev:
 
 In ``fast`` fidelity the engine skips the steady middle of big grids and
 coalesces loop iterations: the timeline shows what was simulated (the span of
-each launch gets ``skipped_us`` in its args); use ``detailed`` for a faithful
-picture of every iteration.
+each launch gets ``skipped_us`` in its args). Such a timeline says so: ``sampled``
+(what was left out, in words) in the file's ``otherData`` and as an instant
+event "sampled: ..." at its start, and the CLI repeats it on stderr; use
+``detailed`` for a complete picture of every iteration.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
 
 PIPE_NAMES = ("tensor", "sfu", "fp32", "smem")
@@ -80,6 +82,7 @@ class Timeline:
         self.recorder = Recorder(bin_s * clock_hz)
         self.sm_logs: dict[int, list] = {}  # SM index -> [(pipe, start, end, label)] in cycles
         self.launches: list = []  # (name, start, end, skipped cycles)
+        self.sampled = ""  # what fast fidelity left out, in words ("": complete)
 
     def log_for(self, sm: int) -> list | None:
         if sm >= self.max_sms:
@@ -111,6 +114,17 @@ class Timeline:
             {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "memory"}},
             {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "launches"}},
         ]
+        if self.sampled:
+            events.append(
+                {
+                    "ph": "i",
+                    "s": "g",
+                    "name": f"sampled: {self.sampled}",
+                    "pid": 0,
+                    "tid": 0,
+                    "ts": 0.0 if self.window is None else self.window[0] * 1e6,
+                }
+            )
         for name, start, end, skipped in self.launches:
             span = self._in_window(start, end)
             if span is not None:
@@ -207,22 +221,10 @@ class Timeline:
                             "args": dict.fromkeys(keys, 0.0),
                         }
                     )
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+        other = {"sampled": self.sampled} if self.sampled else {"sampled": False}
+        return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write the Perfetto JSON atomically (a temp file renamed into place)."""
-        path = Path(path)
-        doc = self.to_perfetto()
-        directory = path.parent if str(path.parent) else Path(".")
-        if not directory.is_dir():
-            raise TilesimError(f"timeline: directory {str(directory)!r} does not exist")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(doc, f, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
+        text = json.dumps(self.to_perfetto(), separators=(",", ":"), allow_nan=False)
+        return write_atomic(path, text)

@@ -20,16 +20,19 @@ the terminal and as Markdown, and `Explanation.to_dict` is the ``--json`` output
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .errors import TilesimError
 from .hwmodels.gpu import GPU
 from .runner import Job, run_jobs
 from .traces import build, default_config
 from .traces.config import check_algo, named_config
-from .traces.counters import Counters, counters
 from .traces.ir import Load, Loop, Trace
 from .traces.workload import Workload
 from .whatif import default_batch_heads
+
+if TYPE_CHECKING:
+    from .traces.counters import Counters  # numpy: imported where counters are counted
 
 NAMES = {
     "standard": "standard attention",
@@ -222,6 +225,8 @@ def gather(
     fidelity: str = "fast",
 ) -> dict[str, Run]:
     """Every prediction the story needs, with its trace and counters."""
+    from .traces.counters import counters
+
     plan = _plan(gpu, w)
     runs: dict[str, Run] = {}
     jobs, names = [], []

@@ -23,14 +23,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .atomic import write_atomic
 from .errors import TilesimError
 from .hwmodels.gpu import GPU
 
@@ -38,6 +39,7 @@ DPI = 110
 PIPE_COLOURS = {"tensor": "#4C72B0", "sfu": "#DD8452", "fp32": "#55A868", "smem": "#8172B3"}
 PIPE_LABELS = {"tensor": "tensor", "sfu": "SFU (exp)", "fp32": "FP32", "smem": "smem fill"}
 LANES = ("tensor", "sfu", "fp32", "smem")
+MAX_GANTT_SMS = 32  # SM rows in one panel: more is unreadable (and an image of 10^6 rows)
 AUTO_WINDOW_OPS = 24  # tensor-core intervals of SM 0 in an automatic Gantt window
 ALGO_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3")
 
@@ -45,32 +47,24 @@ ALGO_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     """Render ``fig`` to ``path`` (PNG, or what the suffix says) atomically."""
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise TilesimError(
-            f"cannot write {str(path)!r}: directory {str(directory)!r} does not exist"
-        )
     fmt = path.suffix.lstrip(".").lower() or "png"
     if fmt not in ("png", "svg", "pdf"):
         raise TilesimError(f"cannot write {str(path)!r}: choose a .png, .svg or .pdf file")
     FigureCanvasAgg(fig)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{fmt}", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            # no timestamp or version in the file: the same figure, the same bytes
+
+    def render(fh) -> None:
+        # no timestamp, version or random id in the file: the same figure, the same bytes
+        with rc_context({"svg.hashsalt": "tilesim"}):
             fig.savefig(fh, format=fmt, dpi=DPI, metadata=_metadata(fmt))
-        os.chmod(tmp, 0o666 & ~_umask())  # a plain file's mode, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+
+    return write_atomic(path, render)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def check_sms(sms: int) -> int:
+    """The number of SMs a Gantt chart draws: 1 to MAX_GANTT_SMS."""
+    if not 1 <= sms <= MAX_GANTT_SMS:
+        raise TilesimError(f"--sms must be between 1 and {MAX_GANTT_SMS}, got {sms}")
+    return sms
 
 
 def _metadata(fmt: str) -> dict:
@@ -297,8 +291,7 @@ def gantt(
     stretch of each panel (all panels the same length of time). ``sources`` may be
     one source or a list.
     """
-    if sms < 1:
-        raise TilesimError(f"--sms must be at least 1, got {sms}")
+    check_sms(sms)
     if not isinstance(sources, list | tuple):
         sources = [sources]
     if isinstance(window, str):

@@ -31,9 +31,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import multiprocessing
 import os
-import tempfile
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
@@ -42,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import __version__
+from .atomic import write_atomic
 from .errors import TilesimError
 from .hwmodels.gpu import GPU
 from .simulator import Prediction, simulate
@@ -130,15 +132,17 @@ class Cache:
         return self.dir / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
-        """The stored prediction dict, or None (absent, or unreadable: then it is redone)."""
+        """The stored prediction dict, or None (absent, corrupted or edited: then it is redone)."""
         try:
-            doc = json.loads(self.path(key).read_text())
-        except (OSError, ValueError):
+            doc = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("key") != key:
             return None
         pred = doc.get("prediction")
-        return pred if isinstance(pred, dict) else None
+        if not isinstance(pred, dict) or doc.get("digest") != _digest(pred):
+            return None
+        return pred if plausible_prediction(pred) else None
 
     def put(self, key: str, prediction: dict) -> None:
         path = self.path(key)
@@ -148,19 +152,35 @@ class Cache:
             raise TilesimError(
                 f"cannot create cache directory {str(path.parent)!r}: {exc.strerror}"
             ) from None
-        text = json.dumps(
-            {"format": CACHE_FORMAT, "key": key, "prediction": prediction},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        doc = {"format": CACHE_FORMAT, "key": key, "prediction": prediction}
+        doc["digest"] = _digest(prediction)
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        write_atomic(path, text)
+
+
+def _digest(prediction: dict) -> str:
+    """sha256 of a prediction's canonical JSON: an entry edited by hand no longer matches."""
+    text = json.dumps(prediction, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def plausible_prediction(d: dict) -> bool:
+    """A prediction dict whose figures are finite, its time positive, its counts >= 0."""
+
+    def numbers(x):
+        if isinstance(x, dict):
+            for v in x.values():
+                yield from numbers(v)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                yield from numbers(v)
+        elif isinstance(x, int | float) and not isinstance(x, bool):
+            yield x
+
+    time_s = d.get("time_s")
+    if isinstance(time_s, bool) or not isinstance(time_s, int | float) or not time_s > 0:
+        return False
+    return all(math.isfinite(v) and v >= 0 for v in numbers(d))
 
 
 # -- the work a worker does -----------------------------------------------------------
@@ -194,13 +214,25 @@ def _serial(payloads: dict) -> Iterator[tuple[str, dict]]:
 
 
 def _pool(payloads: dict, workers: int) -> Iterator[tuple[str, dict]]:
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context())
+    ex = ProcessPoolExecutor(
+        max_workers=workers, mp_context=_mp_context(), initializer=_ignore_sigint
+    )
     try:
         futures = {ex.submit(simulate_payload, p): k for k, p in payloads.items()}
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+    except BaseException:  # Ctrl-C, or the caller stopped early: do not wait for the rest
+        for process in list(getattr(ex, "_processes", {}).values()):
+            process.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    else:
+        ex.shutdown(wait=True)
+
+
+def _ignore_sigint() -> None:
+    """Ctrl-C reaches the whole process group: the parent answers it, the workers must not."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _mp_context():
@@ -316,7 +348,7 @@ def run_jobs(
             if stored is not None:
                 try:
                     pred = Prediction.from_dict(stored)
-                except (TilesimError, TypeError, KeyError):
+                except (TilesimError, TypeError, KeyError, ValueError, AttributeError):
                     pred = None  # an entry of another schema: simulate again
                 if pred is not None:
                     cached += 1
@@ -372,8 +404,10 @@ class _Bar:
         self._ctx = nullcontext()
 
     def __enter__(self):
-        if self.enabled:
-            from rich.console import Console
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        if self.enabled and console.is_terminal:  # a log file gets no bar (nor its blank line)
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
             self._progress = Progress(
@@ -381,7 +415,7 @@ class _Bar:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),
+                console=console,
                 transient=True,
             )
             self._ctx = self._progress

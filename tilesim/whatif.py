@@ -38,6 +38,9 @@ HIDDEN = 2048
 
 def default_batch_heads(seqlen: int, head_dim: int) -> tuple[int, int]:
     """Batch and heads for 16k tokens per batch and H*d = 2048 (at least one of each)."""
+    for name, value in (("seqlen", seqlen), ("head_dim", head_dim)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise TilesimError(f"{name} must be a positive integer, got {value!r}")
     return max(1, TOKENS_PER_BATCH // seqlen), max(1, HIDDEN // head_dim)
 
 

@@ -42,13 +42,23 @@ from .config import (
     describe_config,
     named_config,
 )
-from .counters import Counters
 from .expand import FlatOp
 from .expr import free_names
 from .files import load, save, validate
 from .ir import Launch, Trace
 from .tiles import kept_bytes
 from .workload import KernelConfig, Workload
+
+
+def __getattr__(name: str):
+    """``Counters`` is imported on first use: it needs numpy, which building and
+    checking a trace do not (``tilesim --help`` stays light)."""
+    if name == "Counters":
+        from .counters import Counters
+
+        return Counters
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ALGORITHMS = {"standard": standard, "v1": flash_v1, "v2": flash_v2, "v3": flash_v3}
 # v3's backward is not modelled yet (check_algo says so)

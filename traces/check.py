@@ -33,6 +33,14 @@ from .ir import (
 MMA_DTYPES = ("fp16", "bf16", "fp8")
 MAX_THREADS_PER_CTA = 1024  # CUDA's limit on every GPU tilesim models
 MAX_REGS_PER_THREAD = 255
+# Sizes the engine can hold: beyond them a file exhausts memory or time, not the GPU.
+MAX_CTAS = (1 << 31) - 1  # CTAs per launch (CUDA's grid limit)
+MAX_PARAM = _expr.MAX_LITERAL  # |param|: exact in a float and far from int64's end
+MAX_TENSOR_DIM = (1 << 31) - 1
+MAX_CYCLES_FIGURE = 1e9  # issue_per_step / issue_per_cta / spill covers, SM cycles
+MAX_LOOP_DEPTH = 8  # loops nested in loops
+MAX_OPS = 10_000  # ops of one CTA program, loops' bodies included
+MAX_LAUNCHES = 64
 _FUNCS = frozenset({"min", "max", "cdiv"})
 _DEP = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:@-([1-9][0-9]*))?$")
 
@@ -56,7 +64,7 @@ def check_trace(trace: Trace) -> None:
         raise TilesimError(f"algo: {trace.algo!r} must be a non-empty string")
     for name, value in trace.params.items():
         _identifier(name, f"params.{name}")
-        _int(value, f"params.{name}", minimum=None)
+        _int(value, f"params.{name}", minimum=-MAX_PARAM, maximum=MAX_PARAM)
     tensors: dict[str, int] = {}
     for i, t in enumerate(trace.tensors):
         _identifier(t.name, f"tensors[{i}].name")
@@ -66,7 +74,7 @@ def check_trace(trace: Trace) -> None:
         if not t.shape:
             raise TilesimError(f"tensors[{i}].shape: must have at least one dimension")
         for k, s in enumerate(t.shape):
-            _int(s, f"tensors[{i}].shape[{k}]", minimum=1)
+            _int(s, f"tensors[{i}].shape[{k}]", minimum=1, maximum=MAX_TENSOR_DIM)
         if t.dtype not in DTYPE_BYTES:
             raise TilesimError(
                 f"tensors[{i}].dtype: unknown dtype {t.dtype!r} "
@@ -74,6 +82,8 @@ def check_trace(trace: Trace) -> None:
             )
     if not trace.launches:
         raise TilesimError("launches: a trace needs at least one launch")
+    if len(trace.launches) > MAX_LAUNCHES:
+        raise TilesimError(f"launches: {len(trace.launches)} launches (at most {MAX_LAUNCHES})")
     for i, launch in enumerate(trace.launches):
         _check_launch(launch, f"launches[{i}]", trace.params, tensors)
 
@@ -130,13 +140,17 @@ def _check_launch(launch: Launch, where: str, params: dict, tensors: dict) -> No
         if name in grid_names or name in params:
             raise TilesimError(f"{where}.grid[{k}][0]: name {name!r} is already in use")
         grid_names.append(name)
-        _int(size, f"{where}.grid[{k}][1]", minimum=1)
+        _int(size, f"{where}.grid[{k}][1]", minimum=1, maximum=MAX_CTAS)
+    if launch.num_ctas > MAX_CTAS:
+        raise TilesimError(
+            f"{where}.grid: {launch.num_ctas} CTAs (at most {MAX_CTAS}, CUDA's grid limit)"
+        )
     _int(launch.smem_bytes, f"{where}.smem_bytes", minimum=0)
     _int(launch.threads, f"{where}.threads", minimum=1, maximum=MAX_THREADS_PER_CTA)
     _int(launch.regs_per_thread, f"{where}.regs_per_thread", minimum=1, maximum=MAX_REGS_PER_THREAD)
-    _int(launch.persistent_ctas, f"{where}.persistent_ctas", minimum=0)
+    _int(launch.persistent_ctas, f"{where}.persistent_ctas", minimum=0, maximum=MAX_CTAS)
     for k, cover in enumerate(launch.spill_reload_covers):
-        _int(cover, f"{where}.spill_reload_covers[{k}]", minimum=0)
+        _int(cover, f"{where}.spill_reload_covers[{k}]", minimum=0, maximum=int(MAX_CYCLES_FIGURE))
     for name in ("issue_per_step", "issue_per_cta"):
         cycles = getattr(launch, name)
         if cycles and len(cycles) != 4:
@@ -158,7 +172,8 @@ def _check_launch(launch: Launch, where: str, params: dict, tensors: dict) -> No
             raise TilesimError(f"{rw}.name: {role.name!r} must be a non-empty string")
         if any(other.name == role.name for other in roles[:r]):
             raise TilesimError(f"{rw}.name: role {role.name!r} is defined twice")
-        _int(role.warps, f"{rw}.warps", minimum=1)
+        _int(role.warps, f"{rw}.warps", minimum=1, maximum=MAX_THREADS_PER_CTA // 32)
+        _check_size(role.ops, f"{rw}.ops")
         names: set[str] = set()
         _collect_ids(role.ops, names, f"{rw}.ops")
         defined.append(names)
@@ -172,6 +187,23 @@ def _check_launch(launch: Launch, where: str, params: dict, tensors: dict) -> No
     for r, role in enumerate(roles):
         others = [defined[o] for o in range(len(roles)) if o != r]
         _check_ops(role.ops, f"{where}.program.roles[{r}].ops", known, tensors, defined[r], others)
+
+
+def _check_size(ops, where: str) -> None:
+    """At most MAX_OPS ops and MAX_LOOP_DEPTH nested loops (walked without recursion)."""
+    count, stack = 0, [(ops, 0)]
+    while stack:
+        body, depth = stack.pop()
+        if not isinstance(body, tuple | list):
+            raise TilesimError(f"{where}: must be a list of ops")
+        count += len(body)
+        if count > MAX_OPS:
+            raise TilesimError(f"{where}: more than {MAX_OPS} ops in one CTA program")
+        for op in body:
+            if isinstance(op, Loop):
+                if depth + 1 > MAX_LOOP_DEPTH:
+                    raise TilesimError(f"{where}: loops nested deeper than {MAX_LOOP_DEPTH}")
+                stack.append((op.body, depth + 1))
 
 
 def _collect_ids(ops: tuple[Op, ...], names: set[str], where: str) -> None:
@@ -226,7 +258,9 @@ def _check_ops(ops, where: str, known: frozenset, tensors: dict, own: set, other
             if op.var in known:
                 raise TilesimError(f"{at}.var: loop variable {op.var!r} is already in use")
             _expression(op.trips, f"{at}.trips", known)
-            _int(op.prefetch, f"{at}.prefetch", minimum=0)
+            _int(op.prefetch, f"{at}.prefetch", minimum=0, maximum=1024)
+            if op.prefetch and not any(isinstance(b, Load) for b in op.body):
+                raise TilesimError(f"{at}.prefetch: {op.prefetch} but the loop body has no load")
             _check_ops(op.body, f"{at}.body", known | {op.var}, tensors, own, others)
             continue
         elif not isinstance(op, Wait | Arrive):
@@ -272,6 +306,8 @@ def _expression(e, where: str, known: frozenset) -> None:
     if isinstance(e, int):
         if e < 0:
             raise TilesimError(f"{where}: {e} must not be negative")
+        if e > _expr.MAX_LITERAL:
+            raise TilesimError(f"{where}: ~1e+{int(e.bit_length() * 0.30103)} is above 2^53")
         return
     try:
         names = _expr.free_names(e)
@@ -286,19 +322,22 @@ def _expression(e, where: str, known: frozenset) -> None:
 
 def _int(value, where: str, minimum: int | None = 0, maximum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TilesimError(f"{where}: {value!r} must be an integer")
+        shown = repr(value) if not isinstance(value, str) or len(value) < 60 else "a long string"
+        raise TilesimError(f"{where}: {shown} must be an integer")
+    shown = value if abs(value) < 10**15 else f"~1e+{int(value.bit_length() * 0.30103)}"
     if minimum is not None and value < minimum:
-        raise TilesimError(f"{where}: {value} must be >= {minimum}")
+        raise TilesimError(f"{where}: {shown} must be >= {minimum}")
     if maximum is not None and value > maximum:
-        raise TilesimError(f"{where}: {value} must be <= {maximum}")
+        raise TilesimError(f"{where}: {shown} must be <= {maximum}")
 
 
 def _number(value, where: str) -> None:
-    """A finite, non-negative number of cycles."""
+    """A finite, non-negative number of cycles, at most MAX_CYCLES_FIGURE."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TilesimError(f"{where}: {value!r} must be a number")
-    if not value >= 0 or value == float("inf"):
-        raise TilesimError(f"{where}: {value} must be a finite number >= 0")
+    if not 0 <= value <= MAX_CYCLES_FIGURE:
+        shown = f"{value:.3g}" if isinstance(value, float) or abs(value) > 1e15 else value
+        raise TilesimError(f"{where}: {shown} must be a number of cycles in [0, 1e9]")
 
 
 def _bool(value, where: str) -> None:

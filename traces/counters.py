@@ -37,6 +37,11 @@ from .ir import Launch, Load, Loop, Mma, Op, Store, Trace, Vector
 
 # (CTA, iteration) pairs expanded at once; bigger loops are walked in chunks.
 MAX_PAIRS = 1 << 21
+MAX_TRIPS = MAX_PAIRS  # iterations of one loop in one CTA
+MAX_WALK = 1 << 28  # (CTA, iteration) pairs walked per launch: seconds, not hours
+# Every value, intermediate ones included, stays below this (an interval bound over
+# the expression, from each name's largest magnitude): int64 arithmetic is exact.
+INT64_SAFE = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,7 @@ class _Acc:
     def __init__(self) -> None:
         self.flops = self.exp = self.fp32 = 0
         self.loads = self.stores = self.mmas = 0
+        self.walked = 0  # (CTA, iteration) pairs expanded so far
         self.reads: dict[str, int] = {}
         self.writes: dict[str, int] = {}
 
@@ -152,6 +158,8 @@ def _count_launch(trace: Trace, launch: Launch, path: str) -> LaunchCounters:
     weight = launch.num_ctas // enumerated if enumerated else 0
 
     acc = _Acc()
+    bounds = {name: abs(value) for name, value in trace.params.items()}
+    bounds.update((name, size - 1) for name, size in launch.grid)
     # enumerate the named dims (first fastest) in chunks of whole CTAs
     for start in range(0, enumerated, MAX_PAIRS):
         flat = np.arange(start, min(enumerated, start + MAX_PAIRS), dtype=np.int64)
@@ -161,7 +169,7 @@ def _count_launch(trace: Trace, launch: Launch, path: str) -> LaunchCounters:
             env[name] = rest % size
             rest = rest // size
         for r, role in enumerate(launch.program.roles):
-            _walk(role.ops, env, len(flat), acc, f"{path}.program.roles[{r}].ops")
+            _walk(role.ops, env, bounds, len(flat), acc, f"{path}.program.roles[{r}].ops")
 
     return LaunchCounters(
         name=launch.name,
@@ -181,12 +189,15 @@ def _count_launch(trace: Trace, launch: Launch, path: str) -> LaunchCounters:
     )
 
 
-def _walk(ops: tuple[Op, ...], env: dict, n: int, acc: _Acc, path: str) -> None:
-    """Add the work of ``ops`` run once for each of the ``n`` entries of ``env``'s arrays."""
+def _walk(ops: tuple[Op, ...], env: dict, bounds: dict, n: int, acc: _Acc, path: str) -> None:
+    """Add the work of ``ops`` run once for each of the ``n`` entries of ``env``'s arrays.
+
+    ``bounds``: each name's largest magnitude, for the int64 guard of `_values`.
+    """
     for i, op in enumerate(ops):
         where = f"{path}[{i}]"
         if isinstance(op, Load | Store):
-            nbytes = _total(op.nbytes, env, n, f"{where}.nbytes")
+            nbytes = _total(op.nbytes, env, bounds, n, f"{where}.nbytes")
             book = acc.reads if isinstance(op, Load) else acc.writes
             book[op.tensor] = book.get(op.tensor, 0) + nbytes
             if isinstance(op, Load):
@@ -194,21 +205,38 @@ def _walk(ops: tuple[Op, ...], env: dict, n: int, acc: _Acc, path: str) -> None:
             else:
                 acc.stores += n
         elif isinstance(op, Mma):
-            m = _values(op.m, env, n, f"{where}.m")
-            nn = _values(op.n, env, n, f"{where}.n")
-            k = _values(op.k, env, n, f"{where}.k")
-            acc.flops += 2 * int((m * nn * k).sum())
+            m = _values(op.m, env, bounds, n, f"{where}.m")
+            nn = _values(op.n, env, bounds, n, f"{where}.n")
+            k = _values(op.k, env, bounds, n, f"{where}.k")
+            if n and int(m.max()) * int(nn.max()) * int(k.max()) >= INT64_SAFE:
+                raise TilesimError(f"{where}: m*n*k is too large (at most 2^62)")
+            acc.flops += 2 * _exact_sum(m * nn * k)
             acc.mmas += n
         elif isinstance(op, Vector):
-            acc.exp += _total(op.exp, env, n, f"{where}.exp")
-            acc.fp32 += _total(op.fp32, env, n, f"{where}.fp32")
+            acc.exp += _total(op.exp, env, bounds, n, f"{where}.exp")
+            acc.fp32 += _total(op.fp32, env, bounds, n, f"{where}.fp32")
         elif isinstance(op, Loop):
-            trips = np.maximum(_values(op.trips, env, n, f"{where}.trips", signed=True), 0)
-            _walk_loop(op, trips, env, n, acc, f"{where}.body")
+            trips = _values(op.trips, env, bounds, n, f"{where}.trips", signed=True)
+            trips = np.maximum(trips, 0)
+            most = int(trips.max()) if n else 0
+            if most > MAX_TRIPS:
+                raise TilesimError(
+                    f"{where}.trips: {most} iterations in one CTA (at most {MAX_TRIPS})"
+                )
+            inner = {**bounds, op.var: max(most - 1, 0)}
+            _walk_loop(op, trips, env, inner, n, acc, f"{where}.body")
 
 
-def _walk_loop(op: Loop, trips: np.ndarray, env: dict, n: int, acc: _Acc, path: str) -> None:
+def _walk_loop(
+    op: Loop, trips: np.ndarray, env: dict, bounds: dict, n: int, acc: _Acc, path: str
+) -> None:
     """Expand every (entry, iteration) pair of the loop and walk its body on them."""
+    acc.walked += _exact_sum(trips)
+    if acc.walked > MAX_WALK:
+        raise TilesimError(
+            f"{path}: more than {MAX_WALK} (CTA, iteration) pairs to count in one launch "
+            "(a trace too large to simulate)"
+        )
     ends = np.cumsum(trips)
     start = 0
     while start < n:
@@ -222,15 +250,25 @@ def _walk_loop(op: Loop, trips: np.ndarray, env: dict, n: int, acc: _Acc, path: 
             firsts = np.cumsum(t) - t
             inner = {k: (v[owner] if isinstance(v, np.ndarray) else v) for k, v in env.items()}
             inner[op.var] = np.arange(total, dtype=np.int64) - np.repeat(firsts, t)
-            _walk(op.body, inner, total, acc, path)
+            _walk(op.body, inner, bounds, total, acc, path)
         start = stop
 
 
-def _total(e, env: dict, n: int, where: str) -> int:
-    return int(_values(e, env, n, where).sum())
+def _total(e, env: dict, bounds: dict, n: int, where: str) -> int:
+    return _exact_sum(_values(e, env, bounds, n, where))
 
 
-def _values(e, env: dict, n: int, where: str, signed: bool = False) -> np.ndarray:
+def _exact_sum(values: np.ndarray) -> int:
+    """The sum of int64 values below 2^62, exact (halves of 31 bits summed apart)."""
+    if not len(values):
+        return 0
+    if int(np.abs(values).max()) * len(values) < INT64_SAFE:
+        return int(values.sum())
+    low = (1 << 31) - 1
+    return (int((values >> 31).sum()) << 31) + int((values & low).sum())
+
+
+def _values(e, env: dict, bounds: dict, n: int, where: str, signed: bool = False) -> np.ndarray:
     """Evaluate expression ``e`` for all n entries; sizes must not be negative."""
     fn, names = _compiled(e)
     missing = names - env.keys()
@@ -238,6 +276,8 @@ def _values(e, env: dict, n: int, where: str, signed: bool = False) -> np.ndarra
         raise TilesimError(
             f"{where}: expression {e!r} uses unknown name(s): {', '.join(sorted(missing))}"
         )
+    if names and _bound(e, tuple(bounds[k] for k in sorted(names))) >= INT64_SAFE:
+        raise TilesimError(f"{where}: expression {e!r} can exceed 2^62 (too large to count)")
     try:
         with np.errstate(divide="raise"):
             v = fn(env)
@@ -269,6 +309,41 @@ def _amax(*args):
 
 
 _ARRAY_FUNCS = {"min": _amin, "max": _amax, "cdiv": lambda a, b: -(-a // b)}
+
+
+@lru_cache(maxsize=65536)
+def _bound(e, magnitudes: tuple) -> int:
+    """The largest magnitude any node of ``e`` can take, names at most ``magnitudes``."""
+    names = dict(zip(sorted(_expr.free_names(e)), magnitudes, strict=True))
+    tree = ast.parse(e.strip(), mode="eval").body
+    worst = 0
+
+    def walk(node) -> int:
+        nonlocal worst
+        if isinstance(node, ast.Constant):
+            b = abs(node.value)
+        elif isinstance(node, ast.Name):
+            b = names[node.id]
+        elif isinstance(node, ast.UnaryOp):
+            b = walk(node.operand)
+        elif isinstance(node, ast.BinOp):
+            left, right = walk(node.left), walk(node.right)
+            if isinstance(node.op, ast.Mult):
+                b = left * right
+            elif isinstance(node.op, ast.Mod):
+                b = right
+            elif isinstance(node.op, ast.FloorDiv):
+                b = left + 1
+            else:
+                b = left + right
+        else:  # min / max / cdiv
+            args = [walk(a) for a in node.args]
+            b = args[0] + 1 if node.func.id == "cdiv" else max(args)
+        worst = max(worst, b)
+        return b
+
+    walk(tree)
+    return worst
 
 
 @lru_cache(maxsize=4096)

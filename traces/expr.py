@@ -2,9 +2,12 @@
 
 An expression is an int or a string over names (grid coordinates, trace params,
 loop variables), integer literals, ``+ - * // %``, parentheses and the
-functions ``min``, ``max`` and ``cdiv`` (ceiling division). Anything else —
-attribute access, calls to other functions, floats — is rejected, so a trace
-file can never run code.
+functions ``min``, ``max`` (two or more arguments) and ``cdiv`` (ceiling
+division, two). Anything else — attribute access, calls to other functions,
+floats — is rejected, so a trace file can never run code. An expression is at
+most `MAX_LENGTH` characters, `MAX_DEPTH` levels deep and its literals at most
+`MAX_LITERAL`, so parsing it cannot exhaust the stack and its value fits int64
+wherever the counters' interval bound says so (traces/counters.py).
 """
 
 from __future__ import annotations
@@ -17,32 +20,52 @@ from ..errors import TilesimError
 
 _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 _FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}
+_ARITY = {"min": (2, 64), "max": (2, 64), "cdiv": (2, 2)}  # (fewest, most) arguments
+MAX_LENGTH = 2000  # characters
+MAX_DEPTH = 32  # nested operations
+MAX_LITERAL = 1 << 53  # |integer literal|, and |param| (traces/check.py)
 
 
-def _check(node: ast.AST, text: str) -> set[str]:
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
+
+
+def _check(node: ast.AST, text: str, depth: int = 0) -> set[str]:
     """Return the free names of a validated expression tree."""
+    if depth > MAX_DEPTH:
+        raise TilesimError(f"expression {_short(text)} nests deeper than {MAX_DEPTH} levels")
     if isinstance(node, ast.Expression):
-        return _check(node.body, text)
+        return _check(node.body, text, depth)
     if isinstance(node, ast.Constant) and type(node.value) is int:
+        if abs(node.value) > MAX_LITERAL:
+            raise TilesimError(f"expression {_short(text)}: literal above 2^53")
         return set()
     if isinstance(node, ast.Name):
         return {node.id}
     if isinstance(node, ast.BinOp) and isinstance(node.op, _BINOPS):
-        return _check(node.left, text) | _check(node.right, text)
+        return _check(node.left, text, depth + 1) | _check(node.right, text, depth + 1)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return _check(node.operand, text)
+        return _check(node.operand, text, depth + 1)
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id in _FUNCS
-        and node.args
         and not node.keywords
     ):
+        fewest, most = _ARITY[node.func.id]
+        if not fewest <= len(node.args) <= most or any(
+            isinstance(a, ast.Starred) for a in node.args
+        ):
+            wanted = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+            raise TilesimError(
+                f"expression {_short(text)}: {node.func.id}() takes {wanted} arguments, "
+                f"got {len(node.args)}"
+            )
         names: set[str] = set()
         for arg in node.args:
-            names |= _check(arg, text)
+            names |= _check(arg, text, depth + 1)
         return names
-    raise TilesimError(f"expression {text!r}: {ast.dump(node)[:40]}... is not allowed")
+    raise TilesimError(f"expression {_short(text)}: {ast.dump(node)[:40]}... is not allowed")
 
 
 @lru_cache(maxsize=4096)
@@ -51,11 +74,19 @@ def parse(expr: int | str) -> tuple[Callable[[dict], int], frozenset[str]]:
     if isinstance(expr, bool) or not isinstance(expr, int | str):
         raise TilesimError(f"expression {expr!r} must be an int or a string")
     if isinstance(expr, int):
+        if abs(expr) > MAX_LITERAL:
+            raise TilesimError(f"expression {expr!r} is above 2^53")
         return (lambda env, _v=expr: _v), frozenset()
+    if len(expr) > MAX_LENGTH:
+        raise TilesimError(
+            f"expression {_short(expr)} is {len(expr)} characters long (at most {MAX_LENGTH})"
+        )
     try:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as exc:
-        raise TilesimError(f"expression {expr!r} does not parse: {exc.msg}") from None
+        raise TilesimError(f"expression {_short(expr)} does not parse: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise TilesimError(f"expression {_short(expr)} nests too deeply") from None
     names = frozenset(_check(tree, expr) - set(_FUNCS))
     code = compile(tree, "<tilesim-expr>", "eval")
 

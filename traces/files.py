@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
-from .check import check_trace, validate
+from .check import MAX_LOOP_DEPTH, check_trace, validate
 from .ir import (
     TRACE_FORMAT,
     TRACE_VERSION,
@@ -56,6 +56,7 @@ from .ir import (
 )
 
 SUFFIX = ".trace.json"
+MAX_FILE_BYTES = 64 << 20  # a generated trace is a few KiB: the program is a template
 
 # op kind -> (class, {json key: (attribute, required)})
 _OPS: dict[str, tuple[type, dict[str, tuple[str, bool]]]] = {
@@ -202,29 +203,7 @@ def save(trace: Trace, path: str | os.PathLike) -> Path:
     if not path.name.endswith(SUFFIX):
         raise TilesimError(f"trace file {str(path)!r} must end in {SUFFIX}")
     check_trace(trace)
-    text = json.dumps(to_dict(trace), indent=1) + "\n"
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise TilesimError(f"cannot write {str(path)!r}: directory {str(directory)!r} not found")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a plain file's mode
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise TilesimError(f"cannot write {str(path)!r}: {exc.strerror}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return write_atomic(path, json.dumps(to_dict(trace), indent=1) + "\n")
 
 
 # -- reading -----------------------------------------------------------------------
@@ -233,19 +212,31 @@ def _umask() -> int:
 def load(path: str | os.PathLike) -> Trace:
     """Read and check a trace file; a bad one raises a `TilesimError` naming the field."""
     path = Path(path)
+    name = repr(str(path))
     try:
+        if path.is_dir():
+            raise TilesimError(f"trace file {name} is a directory")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise TilesimError(f"trace file {name} is larger than {MAX_FILE_BYTES >> 20} MiB")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TilesimError(f"trace file {str(path)!r} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TilesimError(f"cannot read trace file {str(path)!r}: {exc}") from None
+        raise TilesimError(f"trace file {name} not found") from None
+    except UnicodeDecodeError as exc:
+        raise TilesimError(f"trace file {name} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise TilesimError(f"cannot read trace file {name}: {exc.strerror}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TilesimError(
-            f"{str(path)!r} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f"{name} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    return from_dict(doc)
+    except RecursionError:
+        raise TilesimError(f"{name}: JSON nested too deeply") from None
+    try:
+        return from_dict(doc)
+    except TilesimError as exc:
+        raise TilesimError(f"{name}: {exc}") from None
 
 
 def from_dict(doc) -> Trace:
@@ -321,14 +312,16 @@ def _launch(x, where: str) -> Launch:
     )
 
 
-def _ops(items, where: str) -> tuple[Op, ...]:
+def _ops(items, where: str, depth: int = 0) -> tuple[Op, ...]:
+    if depth > MAX_LOOP_DEPTH:
+        raise TilesimError(f"{where}: loops nested deeper than {MAX_LOOP_DEPTH}")
     ops = []
     for i, item in enumerate(_list(items, where)):
         at = f"{where}[{i}]"
         if not isinstance(item, dict):
             raise TilesimError(f'{at}: must be an object with an "op" kind')
         kind = item.get("op")
-        if kind not in _OPS:
+        if not isinstance(kind, str) or kind not in _OPS:
             raise TilesimError(f"{at}.op: unknown op kind {kind!r} (choose from {', '.join(_OPS)})")
         cls, fields = _OPS[kind]
         _object(item, at, {"op": True} | {k: req for k, (_, req) in fields.items()})
@@ -338,7 +331,7 @@ def _ops(items, where: str) -> tuple[Op, ...]:
                 continue
             value = item[key]
             if key == "body":
-                value = _ops(value, f"{at}.body")
+                value = _ops(value, f"{at}.body", depth + 1)
             elif key in ("tile", "deps"):
                 value = tuple(_list(value, f"{at}.{key}"))
                 if key == "deps":

@@ -17,6 +17,10 @@ DTYPES = ("fp16", "bf16", "fp8")
 PASSES = ("fwd", "bwd", "fwd_bwd")  # forward, backward, or both in one trace
 # Head dims the kernels and the trace generators support.
 HEAD_DIMS = (64, 128, 256)
+# Largest sizes a simulation finishes in minutes: a longer sequence is refused, not
+# left running for hours (a grid's CTA count has its own limit, traces/check.py).
+MAX_SEQLEN = 1 << 16
+MAX_BATCH_HEADS = (1 << 31) - 1  # CUDA's grid limit
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,24 @@ class Workload:
     def __post_init__(self) -> None:
         for name in ("batch", "heads", "seqlen_q", "seqlen_kv"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TilesimError(f"{name} must be a positive integer, got {value!r}")
+            limit = MAX_SEQLEN if name.startswith("seqlen") else MAX_BATCH_HEADS
+            if value > limit:
+                shown = value if value < 10**15 else f"a {len(str(value))}-digit number"
+                raise TilesimError(f"{name} must be at most {limit}, got {shown}")
+        if self.batch * self.heads > MAX_BATCH_HEADS:
+            raise TilesimError(
+                f"batch x heads must be at most {MAX_BATCH_HEADS} (CUDA's grid limit), "
+                f"got {self.batch * self.heads}"
+            )
+        if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int):
+            raise TilesimError(f"head_dim must be an integer, got {self.head_dim!r}")
+        if not isinstance(self.causal, bool):
+            raise TilesimError(f"causal must be true or false, got {self.causal!r}")
+        for name in ("dtype", "pass_"):
+            if not isinstance(getattr(self, name), str):
+                raise TilesimError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.head_dim not in HEAD_DIMS:
             raise TilesimError(
                 f"head_dim {self.head_dim} is not supported (supported: "
@@ -77,6 +97,9 @@ class KernelConfig:
                 raise TilesimError(f"{name} must be a power of two, got {value}")
         if self.mma_path not in ("wgmma", "mma_sync"):
             raise TilesimError(f"unknown mma_path {self.mma_path!r} (choose wgmma or mma_sync)")
+        for name in ("warp_specialize", "pingpong", "persistent"):
+            if not isinstance(getattr(self, name), bool):
+                raise TilesimError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
     def replace(self, **changes) -> KernelConfig:
         return dataclasses.replace(self, **changes)

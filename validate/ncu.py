@@ -137,7 +137,7 @@ def parse(
         key = (int(row["ID"]), row["Kernel Name"])
         kernels.setdefault(key, {})[row["Metric Name"]] = row["Metric Value"]
     triton = [(name, m) for (_, name), m in kernels.items() if name.startswith("_")]
-    gpu = load_gpu("h200")
+    gpu = load_gpu("h200_sxm_141gb")
     cases, pos = [], 0
     for i, (algo, b, h, n, d, causal, dtype, pass_, before, count) in enumerate(CASES):
         if selected and i not in selected:

@@ -83,7 +83,7 @@ def collect(log=print) -> list[dict]:
     from . import sass
     from .grid import validate_grid
 
-    gpu = load_gpu("h200")
+    gpu = load_gpu("h200_sxm_141gb")
     seen: set = set()
     cases = []
     for p in validate_grid(gpu, passes=("fwd", "bwd")):

@@ -772,15 +772,12 @@ def write_png(report: Report, path: str | Path) -> Path:
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp.png")
+    from ..atomic import write_atomic
+
     try:
-        fig.savefig(tmp)
-        tmp.replace(path)
+        return write_atomic(path, lambda fh: fig.savefig(fh, format="png"), option="--png")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 def baseline_path(results_dir: Path = RESULTS_DIR) -> Path:

@@ -253,11 +253,19 @@ def _describe(row: dict) -> str:
 
 
 def default_presets(device_name: str) -> list[str]:
-    """The datasheet preset of this GPU and its calibrated variant when one exists."""
+    """The datasheet preset of this GPU and its calibrated variant when one exists (a GPU
+    with no datasheet preset: the one `tilesim calibrate` built for it)."""
     from ..hwmodels import list_presets
     from .calibrate import base_preset_for, calibrated_name
+    from .device import device_slug
 
-    base = base_preset_for(device_name)
+    try:
+        base = base_preset_for(device_name)
+    except TilesimError:  # a GPU with no datasheet preset: the one `tilesim calibrate` built
+        mine = calibrated_name(device_slug(device_name))
+        if mine in list_presets():
+            return [mine]
+        raise
     presets = [base]
     if calibrated_name(base) in list_presets():
         presets.append(calibrated_name(base))

@@ -35,10 +35,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..errors import TilesimError
 from ..traces.workload import KernelConfig, Workload
 
@@ -47,6 +47,7 @@ KINDS = ("validate", "bench", "calibrate")
 STATUSES = ("ok", "wrong", "skipped", "error")
 # Name of the committed accuracy baseline beside the results (not a results file).
 ACCURACY_FILE = "accuracy.json"
+MAX_FILE_BYTES = 256 << 20
 
 
 def new_results(kind: str, metadata: dict) -> dict:
@@ -68,16 +69,11 @@ def save_json(obj: Any, path: str | os.PathLike) -> Path:
 def save_text(text: str, path: str | os.PathLike) -> Path:
     """Write ``text`` to ``path`` through a temp file and a rename: never half a file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TilesimError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    return write_atomic(path, text)
 
 
 def save_results(doc: dict, path: str | os.PathLike) -> Path:
@@ -86,24 +82,74 @@ def save_results(doc: dict, path: str | os.PathLike) -> Path:
 
 
 def load_json(path: str | os.PathLike) -> Any:
+    """A JSON file's document; one line naming the file if it is not UTF-8 JSON of
+    finite numbers (``NaN``, ``Infinity`` and ``1e999`` are refused with their field)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        if path.is_dir():
+            raise TilesimError(f"{path}: is a directory, not a results file")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise TilesimError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise TilesimError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise TilesimError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise TilesimError(f"{path}: cannot read ({exc.strerror})") from None
     try:
-        return json.loads(text)
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TilesimError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise TilesimError(f"{path}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise TilesimError(f"{path}: not valid JSON ({one_line(exc)})") from None
+    bad = _non_finite(doc)
+    if bad is not None:
+        raise TilesimError(f"{path}: {bad} is not a finite number")
+    return doc
 
 
 def load_results(path: str | os.PathLike) -> dict:
-    """Load and check a results file; a bad one raises one line naming the field."""
+    """Load and check a results file; a bad one raises one line naming the file and field."""
     doc = load_json(path)
     check_results(doc, str(path))
     return doc
+
+
+def load_measurement_files(paths) -> tuple[list[tuple[Path, dict]], list[str]]:
+    """The validate/bench/calibrate files among ``paths``, checked, and a note for each
+    other JSON file passed over (an accuracy baseline, an issue or ncu record), so a
+    glob such as ``validate/results/*.json`` reads what it can."""
+    docs, notes = [], []
+    for path in map(Path, paths):
+        doc = load_json(path)
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if isinstance(doc, dict) and kind not in KINDS and "measurements" not in doc:
+            notes.append(f"{path}: skipped (kind {kind!r} holds no measurements)")
+            continue
+        check_results(doc, str(path))
+        docs.append((path, doc))
+    return docs, notes
+
+
+def one_line(x: Any) -> str:
+    return " ".join(str(x).split())
+
+
+def _non_finite(doc: Any) -> str | None:
+    """The JSON path of the first inf or NaN in ``doc`` (walked without recursion)."""
+    stack = [("", doc)]
+    while stack:
+        where, x = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return where or "the document"
+        if isinstance(x, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in x.items())
+        elif isinstance(x, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(x))
+    return None
 
 
 # -- checking -----------------------------------------------------------------------
@@ -122,6 +168,7 @@ def check_results(doc: Any, where: str) -> None:
         raise TilesimError(f"{where}: kind is {kind!r} (expected one of {', '.join(KINDS)})")
     if not isinstance(doc.get("metadata"), dict):
         raise TilesimError(f"{where}: metadata must be an object")
+    _check_metadata(doc["metadata"], f"{where}: metadata")
     rows = doc.get("measurements")
     if not isinstance(rows, list):
         raise TilesimError(f"{where}: measurements must be a list")
@@ -133,6 +180,37 @@ def check_results(doc: Any, where: str) -> None:
             _check_calibration_row(row, path)
         else:
             _check_kernel_row(row, path, kind)
+
+
+def _check_metadata(meta: dict, where: str) -> None:
+    """The metadata fields a report reads: the GPU's name, clocks, SM count."""
+    for key in ("device", "nvidia_smi_before", "nvidia_smi_after"):
+        value = meta.get(key)
+        if value is None or (key != "device" and isinstance(value, list)):
+            continue  # nvidia-smi's raw CSV lines where its query failed
+        if not isinstance(value, dict):
+            raise TilesimError(f"{where}.{key} must be an object, got {_show(value)}")
+        if "name" in value and not isinstance(value["name"], str):
+            raise TilesimError(f"{where}.{key}.name must be a string, got {_show(value['name'])}")
+        for field, number in value.items():
+            if field.endswith(("_MHz", "_count", "_bytes", "_W")) and number is not None:
+                _check_number(number, f"{where}.{key}.{field}", positive=False)
+    named = isinstance(meta.get("device"), dict) and "name" in meta["device"]
+    if not named and isinstance(meta.get("nvidia_smi_before"), list):
+        raise TilesimError(f"{where}: neither device.name nor nvidia_smi_before.name names the GPU")
+
+
+def _show(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_number(x: Any, where: str, positive: bool = True) -> None:
+    """A finite number (> 0, or >= 0 with ``positive=False``); bools are not numbers."""
+    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    if not ok or (x <= 0 if positive else x < 0):
+        sign = "positive" if positive else "non-negative"
+        raise TilesimError(f"{where} must be a {sign} finite number, got {_show(x)}")
 
 
 def _check_kernel_row(row: dict, path: str, kind: str) -> None:
@@ -152,20 +230,50 @@ def _check_kernel_row(row: dict, path: str, kind: str) -> None:
     if status == "ok":
         t = row.get("time_s")
         if not _positive_number(t):
-            raise TilesimError(f"{path}.time_s must be a positive number, got {t!r}")
+            raise TilesimError(f"{path}.time_s must be a positive number, got {_show(t)}")
+    for key in ("time_s", "clock_sm_MHz", "flops", "tflops"):
+        if row.get(key) is not None:
+            _check_number(row[key], f"{path}.{key}")
+    if row.get("rel_error") is not None:
+        _check_number(row["rel_error"], f"{path}.rel_error", positive=False)
+    for key in ("time_medians_s",):
+        if row.get(key) is not None:
+            if not isinstance(row[key], list):
+                raise TilesimError(f"{path}.{key} must be a list")
+            for i, x in enumerate(row[key]):
+                _check_number(x, f"{path}.{key}[{i}]")
+    parts = row.get("parts")
+    if parts is not None:
+        if not isinstance(parts, dict):
+            raise TilesimError(f"{path}.parts must be an object, got {_show(parts)}")
+        for name, x in parts.items():
+            _check_number(x, f"{path}.parts.{name}")
+    predictions = row.get("predictions")
+    if predictions is not None:
+        if not isinstance(predictions, dict):
+            raise TilesimError(f"{path}.predictions must be an object, got {_show(predictions)}")
+        for preset, pred in predictions.items():
+            at = f"{path}.predictions.{preset}"
+            if not isinstance(pred, dict):
+                raise TilesimError(f"{at} must be an object, got {_show(pred)}")
+            if "time_s" in pred:
+                _check_number(pred["time_s"], f"{at}.time_s")
 
 
 def _check_calibration_row(row: dict, path: str) -> None:
     if not isinstance(row.get("name"), str):
         raise TilesimError(f"{path}.name must be a string")
     if not _positive_number(row.get("value")):
-        raise TilesimError(f"{path}.value must be a positive number, got {row.get('value')!r}")
+        raise TilesimError(f"{path}.value must be a positive number, got {_show(row.get('value'))}")
     if not isinstance(row.get("unit"), str):
         raise TilesimError(f"{path}.unit must be a string")
+    samples = row.get("samples")
+    if samples is not None and not isinstance(samples, list | dict):
+        raise TilesimError(f"{path}.samples must be a list, got {_show(samples)}")
 
 
 def _positive_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0 and x == x
+    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0 and math.isfinite(x)
 
 
 def workload_from_record(row: dict, path: str = "measurement") -> Workload:

@@ -49,7 +49,11 @@ def test_hw_list_json(app):
     by_name = {row["name"]: row for row in rows}
     assert [row["name"] for row in rows] == list_presets()
     h100 = by_name["h100_sxm5_80gb"]
-    assert h100["aliases"] == ["h100"]
+    assert h100["aliases"] == [] and h100["class"] == "datasheet"
+    assert by_name["h100_sxm5_80gb.transferred"]["aliases"] == ["h100"]
+    assert by_name["h200_sxm_141gb.calibrated"]["aliases"] == ["h200", "h200-cal"]
+    assert {row["class"] for row in rows} == {"calibrated", "transferred", "published", "datasheet"}
+    assert all(row["confidence"] for row in rows)
     assert h100["tensor_fp16_TFLOPS"] == pytest.approx(989.4, rel=1e-3)
     assert h100["hbm_TBps"] == pytest.approx(3.35)
     assert h100["features"] == ["tma", "wgmma", "fp8"]
@@ -60,8 +64,20 @@ def test_hw_show_table_has_every_field_and_source(app):
     out = invoke(app, "hw", "show", "h100")
     for key in FIELDS[3:]:
         assert key in out
-    assert "NVIDIA H100 SXM5 80GB" in out
-    assert "datasheet" in out and "ridge" in out
+    assert "NVIDIA H100 SXM5 80GB" in out and "h100_sxm5_80gb.transferred" in out
+    assert "confidence:" in out and "transferred" in out and "datasheet" in out
+    assert "ridge" in out
+
+
+def test_hw_show_json_gives_each_field_its_kind_and_the_preset_its_confidence(app):
+    info = json.loads(invoke(app, "hw", "show", "h100", "--json"))
+    assert info["class"] == "transferred" and "H200" in info["confidence"]
+    kinds = {key: field["kind"] for key, field in info["fields"].items()}
+    assert kinds["tensor_fp16_wgmma_flop_per_clk_per_sm"] == "transferred"
+    assert kinds["hbm_bandwidth_Bps"] == "datasheet"
+    assert kinds["hbm_latency_50_cycles"] == "derived"
+    sheet = json.loads(invoke(app, "hw", "show", "h100_sxm5_80gb", "--json"))
+    assert sheet["class"] == "datasheet" and "faster than they run" in sheet["confidence"]
 
 
 def test_hw_show_set_json_doubles_the_value(app):
@@ -70,7 +86,8 @@ def test_hw_show_set_json_doubles_the_value(app):
     field = fast["fields"]["hbm_bandwidth_Bps"]
     assert field["value"] == 2 * base["fields"]["hbm_bandwidth_Bps"]["value"] == 6.7e12
     assert field["unit"] == "B/s" and field["source"].startswith("what-if")
-    assert fast["name"] == "h100_sxm5_80gb+hbm_bandwidth_Bps=2x"
+    assert fast["name"] == "h100_sxm5_80gb.transferred+hbm_bandwidth_Bps=2x"
+    assert fast["confidence"].endswith("with what-if changes")
     assert fast["derived"]["hbm_peak_GBps"]["value"] == pytest.approx(6700)
     # the ridge point halves when HBM doubles
     ridge = "ridge_fp16_wgmma_flop_per_byte"
@@ -166,7 +183,7 @@ def test_the_option_aliases_parse_into_a_command():
     )
     assert result.exit_code == 0, result.output
     gpu, w = seen["gpu"], seen["workload"]
-    assert gpu.name == "a100_sxm4_80gb+l2_bytes=2x+sm_count=0.5x" and gpu.sm_count == 54
+    assert gpu.name == "a100_sxm4_80gb.published+l2_bytes=2x+sm_count=0.5x" and gpu.sm_count == 54
     assert (w.batch, w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim) == (2, 8, 1024, 512, 64)
     assert (w.causal, w.dtype, seen["json"]) == (True, "bf16", True)
 

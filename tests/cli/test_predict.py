@@ -70,7 +70,7 @@ def test_predict_what_if_and_config_options(app):
             "--json",
         ).stdout
     )
-    assert doc["gpu"].startswith("h100_sxm5_80gb+")
+    assert doc["gpu"].startswith("h100_sxm5_80gb.transferred+")
     assert doc["config"]["block_n"] == 64 and doc["fidelity"] == "detailed"
     assert doc["time_s"] != base["time_s"]
 

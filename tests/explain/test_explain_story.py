@@ -113,9 +113,18 @@ def test_v3_on_hopper_equals_the_engine(h100_story):
     fp8 = Workload(B, H, N, N, D, dtype="fp8")
     pf = _sim(gpu, "v3", fp8)
     assert n["fp8_time_s"] == pf.time_s and n["fp8_tflops"] == pf.tflops
-    # exp vs GEMM time of a tile: (exp / 16 per clk) / (FLOPs / 4096 per clk) = 64/d at fp16
-    assert n["exp_to_gemm_time"] == pytest.approx(64 / D)
-    assert n["fp8_exp_to_gemm_time"] == pytest.approx(128 / D)
+    # exp vs GEMM time of a tile: (exp / sfu per clk) / (FLOPs / tensor per clk); with the
+    # datasheet's 16 and 4096 (8192 fp8) per clk that is 64/d at fp16, 128/d at fp8
+    per_exp = 4 * D * gpu.sfu_ops_per_clk_per_sm
+    assert n["exp_to_gemm_time"] == pytest.approx(
+        gpu.tensor_fp16_wgmma_flop_per_clk_per_sm / per_exp
+    )
+    assert n["fp8_exp_to_gemm_time"] == pytest.approx(
+        gpu.tensor_fp8_wgmma_flop_per_clk_per_sm / per_exp
+    )
+    sheet = load_gpu("h100_sxm5_80gb")
+    per_exp = 4 * D * sheet.sfu_ops_per_clk_per_sm
+    assert sheet.tensor_fp16_wgmma_flop_per_clk_per_sm / per_exp == pytest.approx(64 / D)
     assert n["roles"] == [r.name for r in build("v3", w, gpu).launches[0].program.roles]
     assert n["tma_loads"] > 0
     fp8_row = next(r for r in expl.table if r["algo"] == "v3_fp8")

@@ -37,8 +37,8 @@ def error_of(tmp_path, text: str) -> str:
 
 def test_copy_of_a_preset_loads_equal_with_sources(tmp_path):
     gpu = load_text(tmp_path, H100_TEXT)
-    assert gpu == load_gpu("h100")
-    assert gpu.sources == load_gpu("h100").sources
+    assert gpu == load_gpu("h100_sxm5_80gb")
+    assert gpu.sources == load_gpu("h100_sxm5_80gb").sources
     assert gpu.sources["hbm_bandwidth_Bps"] == "datasheet: 3.35 TB/s HBM3"
 
 

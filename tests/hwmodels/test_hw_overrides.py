@@ -13,7 +13,7 @@ from tilesim.hwmodels.schema import FRACTIONS, KINDS
 
 @pytest.fixture(scope="module")
 def h100():
-    return load_gpu("h100")
+    return load_gpu("h100_sxm5_80gb")
 
 
 @pytest.mark.parametrize("key", NUMERIC_FIELDS)
@@ -49,7 +49,7 @@ def test_absolute_values_as_numbers_or_strings(h100):
     assert h100.with_overrides({"sm_count": 114}).sm_count == 114
     assert h100.with_overrides({"l2_bytes": "40e6"}).l2_bytes == 40_000_000
     assert isinstance(h100.with_overrides({"l2_bytes": "40e6"}).l2_bytes, int)
-    assert h100.with_overrides({"sm_clock_hz": 2}).sm_clock_hz == 2.0
+    assert h100.with_overrides({"sm_clock_hz": 2_000_000_000}).sm_clock_hz == 2e9  # int: a float
 
 
 def test_multiplier_of_a_count_rounds_and_stays_an_integer(h100):
@@ -66,7 +66,7 @@ def test_flags_take_true_or_false(h100):
     assert h100.with_overrides({"has_tma": "false"}).has_tma is False
     assert h100.with_overrides({"has_tma": "False"}).has_tma is False
     assert h100.with_overrides({"has_tma": False}).has_tma is False
-    assert load_gpu("a100").with_overrides({"has_tma": "true"}).has_tma is True
+    assert load_gpu("a100_sxm4_80gb").with_overrides({"has_tma": "true"}).has_tma is True
     for bad in ("2x", "1", 1, "yes"):
         with pytest.raises(TilesimError, match="true or false"):
             h100.with_overrides({"has_tma": bad})
@@ -108,7 +108,7 @@ def test_overrides_are_checked_together(h100):
     both = h100.with_overrides({"smem_bytes_per_sm": "0.5x", "smem_bytes_per_cta_max": "0.5x"})
     assert both.smem_bytes_per_sm == 233472 // 2
     with pytest.raises(TilesimError, match="has_wgmma is true"):
-        load_gpu("a100").with_overrides({"has_wgmma": "true"})
+        load_gpu("a100_sxm4_80gb").with_overrides({"has_wgmma": "true"})
 
 
 def test_name_is_sorted_and_deterministic(h100):
@@ -181,7 +181,7 @@ def test_parse_set_options_twice_is_an_error():
 
 
 def test_at_clock_keeps_per_clock_rates_and_latency_in_ns():
-    gpu = load_gpu("h100")
+    gpu = load_gpu("h100_sxm5_80gb")
     fast = gpu.at_clock(1.98e9)
     assert fast.sm_clock_hz == 1.98e9
     assert fast.name == "h100_sxm5_80gb@1980MHz"
@@ -195,7 +195,7 @@ def test_at_clock_keeps_per_clock_rates_and_latency_in_ns():
 
 def test_the_tensor_peak_is_at_the_tensor_clock():
     # a tensor-core kernel runs at tensor_clock_ratio x sm_clock_hz: so does its peak
-    gpu = load_gpu("h100")
+    gpu = load_gpu("h100_sxm5_80gb")
     slow = gpu.with_overrides({"tensor_clock_ratio": 0.9})
     assert slow.peak_tensor_flops("fp8") == pytest.approx(0.9 * gpu.peak_tensor_flops("fp8"))
     assert slow.peak_fp32_flops == gpu.peak_fp32_flops

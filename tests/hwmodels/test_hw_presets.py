@@ -22,10 +22,18 @@ from tilesim.hwmodels import (
     UNITS,
     list_presets,
     load_gpu,
+    provenance,
 )
+from tilesim.hwmodels.provenance import preset_class, source_kind
 from tilesim.hwmodels.schema import FRACTIONS, ZERO_ALLOWED
 
 DATASHEET_PRESETS = ("a100_sxm4_80gb", "h100_sxm5_80gb", "h200_sxm_141gb")
+# The best-founded preset of each GPU, which its short name loads.
+BEST = {
+    "a100": "a100_sxm4_80gb.published",
+    "h100": "h100_sxm5_80gb.transferred",
+    "h200": "h200_sxm_141gb.calibrated",
+}
 SOURCE_KINDS = re.compile(
     r"^(datasheet|whitepaper|paper|micro-benchmark|derived|assumed|CUDA programming guide)", re.I
 )
@@ -63,6 +71,40 @@ def test_every_number_and_flag_has_a_source_of_a_known_kind(name):
         assert SOURCE_KINDS.match(gpu.sources.get(key, "")), (key, gpu.sources.get(key))
 
 
+@pytest.mark.parametrize(("alias", "name"), sorted(BEST.items()))
+def test_short_names_load_the_best_founded_preset(alias, name):
+    gpu = load_gpu(alias)
+    assert gpu.name == name and preset_class(name) in ("calibrated", "transferred", "published")
+    datasheet = load_gpu(name.split(".")[0])  # still selectable by its full name
+    assert preset_class(datasheet.name) == "datasheet" and datasheet != gpu
+
+
+@pytest.mark.parametrize("name", sorted(BEST.values()))
+def test_every_field_of_a_best_founded_preset_has_a_provenance(name):
+    gpu = load_gpu(name)
+    for key in FIELDS[3:]:
+        kind = source_kind(gpu.sources.get(key, ""))
+        assert kind in provenance.SOURCE_KINDS and kind != "what-if", (key, gpu.sources.get(key))
+        if kind == "assumed" and preset_class(name) == "published":
+            assert "errs" in gpu.sources[key], key  # and says which way it likely errs
+    assert provenance.confidence(name, PRESETS_DIR)
+
+
+@pytest.mark.parametrize("name", ["a100_sxm4_80gb.published", "h100_sxm5_80gb.transferred"])
+def test_an_unmeasured_preset_says_what_to_expect_of_it(name):
+    note = provenance.confidence(name, PRESETS_DIR)
+    assert note != provenance.DEFAULT_CONFIDENCE[preset_class(name)]
+    assert "%" in note and "unvalidated" in note
+
+
+def test_the_a100_preset_cites_its_studies():
+    gpu = load_gpu("a100")
+    text = " ".join(gpu.sources.values())
+    for study in ("Chips and Cheese", "Jia", "Abdelkhalik", "whitepaper", "glennklockwood"):
+        assert study in text
+    assert gpu.peak_tensor_flops("fp16") / 1e12 == pytest.approx(312 * 1305 / 1410, rel=0.002)
+
+
 def test_every_field_has_a_unit_entry():
     assert set(UNITS) == set(FIELDS)
 
@@ -77,8 +119,8 @@ def test_alias_loads_the_same_gpu(alias, name):
 
 def test_load_by_path_gives_the_preset():
     path = PRESETS_DIR / "h100_sxm5_80gb.toml"
-    assert load_gpu(path) == load_gpu("h100")
-    assert load_gpu(str(path)) == load_gpu("h100")
+    assert load_gpu(path) == load_gpu("h100_sxm5_80gb")
+    assert load_gpu(str(path)) == load_gpu("h100_sxm5_80gb")
 
 
 # -- datasheet cross-checks, computed from the fields -------------------------------
@@ -87,11 +129,11 @@ def test_load_by_path_gives_the_preset():
 @pytest.mark.parametrize(
     ("name", "dtype", "path", "tflops"),
     [
-        ("a100", "fp16", "mma_sync", 312),  # A100 datasheet, dense
-        ("h100", "fp16", "wgmma", 989),  # H100 SXM datasheet, dense
-        ("h100", "fp8", "wgmma", 1979),
-        ("h200", "fp16", "wgmma", 989),  # H200 datasheet: same tensor cores
-        ("h200", "fp8", "wgmma", 1979),
+        ("a100_sxm4_80gb", "fp16", "mma_sync", 312),  # A100 datasheet, dense
+        ("h100_sxm5_80gb", "fp16", "wgmma", 989),  # H100 SXM datasheet, dense
+        ("h100_sxm5_80gb", "fp8", "wgmma", 1979),
+        ("h200_sxm_141gb", "fp16", "wgmma", 989),  # H200 datasheet: same tensor cores
+        ("h200_sxm_141gb", "fp8", "wgmma", 1979),
     ],
 )
 def test_tensor_peak_matches_datasheet(name, dtype, path, tflops):
@@ -102,7 +144,7 @@ def test_tensor_peak_matches_datasheet(name, dtype, path, tflops):
         assert gpu.peak_tensor_flops(dtype) == gpu.peak_tensor_flops(dtype, path)
 
 
-@pytest.mark.parametrize("name", ["h100", "h200"])
+@pytest.mark.parametrize("name", ["h100_sxm5_80gb", "h200_sxm_141gb"])
 def test_mma_sync_on_hopper_is_about_two_thirds_of_wgmma(name):
     gpu = load_gpu(name)
     ratio = gpu.peak_tensor_flops("fp16", "mma_sync") / gpu.peak_tensor_flops("fp16", "wgmma")
@@ -112,9 +154,13 @@ def test_mma_sync_on_hopper_is_about_two_thirds_of_wgmma(name):
 @pytest.mark.parametrize(
     ("name", "boost_hz", "tflops"),
     [
-        ("a100", 1.41e9, 19.5),  # quoted at the 1410 MHz boost, which is the preset clock
-        ("h100", 1.98e9, 67.0),  # quoted at the 1980 MHz max boost (the preset runs at 1.83)
-        ("h200", 1.98e9, 67.0),
+        ("a100_sxm4_80gb", 1.41e9, 19.5),  # quoted at the 1410 MHz boost, which is the preset clock
+        (
+            "h100_sxm5_80gb",
+            1.98e9,
+            67.0,
+        ),  # quoted at the 1980 MHz max boost (the preset runs at 1.83)
+        ("h200_sxm_141gb", 1.98e9, 67.0),
     ],
 )
 def test_fp32_lanes_match_datasheet_fp32_tflops(name, boost_hz, tflops):
@@ -127,9 +173,9 @@ def test_fp32_lanes_match_datasheet_fp32_tflops(name, boost_hz, tflops):
 @pytest.mark.parametrize(
     ("name", "tbps", "l2_mib", "smem_kib", "cta_kib", "sms"),
     [
-        ("a100", 2.039, 40, 164, 163, 108),
-        ("h100", 3.35, 50, 228, 227, 132),
-        ("h200", 4.8, 60, 228, 227, 132),
+        ("a100_sxm4_80gb", 2.039, 40, 164, 163, 108),
+        ("h100_sxm5_80gb", 3.35, 50, 228, 227, 132),
+        ("h200_sxm_141gb", 4.8, 60, 228, 227, 132),
     ],
 )
 def test_memory_sizes_and_bandwidths(name, tbps, l2_mib, smem_kib, cta_kib, sms):
@@ -142,7 +188,11 @@ def test_memory_sizes_and_bandwidths(name, tbps, l2_mib, smem_kib, cta_kib, sms)
 
 
 def test_hbm_efficiencies_reproduce_the_measurements_they_came_from():
-    a100, h100, h200 = load_gpu("a100"), load_gpu("h100"), load_gpu("h200")
+    a100, h100, h200 = (
+        load_gpu("a100_sxm4_80gb"),
+        load_gpu("h100_sxm5_80gb"),
+        load_gpu("h200_sxm_141gb"),
+    )
     assert a100.hbm_read_Bps / 1e12 == pytest.approx(1.78, rel=0.005)
     assert h100.hbm_read_Bps / 1e12 == pytest.approx(3.18, rel=0.005)  # read-only "dot"
 
@@ -155,7 +205,11 @@ def test_hbm_efficiencies_reproduce_the_measurements_they_came_from():
 
 
 def test_sfu_and_features_by_architecture():
-    a100, h100, h200 = load_gpu("a100"), load_gpu("h100"), load_gpu("h200")
+    a100, h100, h200 = (
+        load_gpu("a100_sxm4_80gb"),
+        load_gpu("h100_sxm5_80gb"),
+        load_gpu("h200_sxm_141gb"),
+    )
     assert h100.peak_sfu_ops / 1e12 == pytest.approx(3.9, abs=0.05)  # FlashAttention-3 paper
     assert a100.peak_sfu_ops / 1e12 == pytest.approx(2.4, abs=0.05)
     assert (a100.arch, a100.has_tma, a100.has_wgmma, a100.has_fp8) == (
@@ -171,11 +225,13 @@ def test_sfu_and_features_by_architecture():
 
 
 def test_h200_datasheet_preset_runs_at_the_h100_tensor_clock():
-    assert load_gpu("h200").sm_clock_hz == load_gpu("h100").sm_clock_hz == 1.83e9
+    assert (
+        load_gpu("h200_sxm_141gb").sm_clock_hz == load_gpu("h100_sxm5_80gb").sm_clock_hz == 1.83e9
+    )
 
 
 def test_ridge_point_is_tensor_peak_over_hbm_peak():
-    gpu = load_gpu("h100")
+    gpu = load_gpu("h100_sxm5_80gb")
     assert gpu.ridge_point_flop_per_byte() == pytest.approx(989.4e12 / 3.35e12, rel=0.001)
 
 

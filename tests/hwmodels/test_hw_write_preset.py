@@ -31,7 +31,7 @@ def test_full_preset_round_trips(tmp_path, name):
 
 
 def test_awkward_values_and_sources_round_trip_exactly(tmp_path):
-    gpu = load_gpu("h100").with_overrides(
+    gpu = load_gpu("h100_sxm5_80gb").with_overrides(
         {"sm_clock_hz": 1 / 3 * 1e9, "hbm_read_efficiency": 0.1 + 0.2, "l2_bytes": 123_456_789},
         sources={
             "sm_clock_hz": 'micro-benchmark: "quoted" # not a comment \\ backslash',
@@ -50,7 +50,7 @@ def test_awkward_values_and_sources_round_trip_exactly(tmp_path):
 
 
 def test_overlay_writes_only_what_differs_from_the_base(tmp_path):
-    measured = load_gpu("h200").with_overrides(
+    measured = load_gpu("h200_sxm_141gb").with_overrides(
         {"hbm_bandwidth_Bps": 4.27e12, "sm_clock_hz": 1.98e9},
         sources={
             "hbm_bandwidth_Bps": "micro-benchmark: copy 4.27 TB/s",
@@ -66,14 +66,14 @@ def test_overlay_writes_only_what_differs_from_the_base(tmp_path):
     back = load_gpu(path)
     assert back == measured
     assert back.sources["hbm_bandwidth_Bps"] == "micro-benchmark: copy 4.27 TB/s"
-    assert back.sources["sm_count"] == load_gpu("h200").sources["sm_count"]
+    assert back.sources["sm_count"] == load_gpu("h200_sxm_141gb").sources["sm_count"]
 
 
 def test_calibrated_overlay_is_loadable_by_name_and_alias(tmp_path, monkeypatch):
     for name in DATASHEET_PRESETS:
         (tmp_path / f"{name}.toml").write_text((PRESETS_DIR / f"{name}.toml").read_text())
     monkeypatch.setattr("tilesim.hwmodels.presets.PRESETS_DIR", tmp_path)
-    measured = load_gpu("h200").with_overrides(
+    measured = load_gpu("h200_sxm_141gb").with_overrides(
         {"hbm_bandwidth_Bps": 4.27e12},
         sources={"hbm_bandwidth_Bps": "micro-benchmark: copy"},
         name="h200_sxm_141gb.calibrated",
@@ -87,26 +87,28 @@ def test_calibrated_overlay_is_loadable_by_name_and_alias(tmp_path, monkeypatch)
 
 
 def test_only_restricts_the_overlay_and_must_cover_the_differences(tmp_path):
-    gpu = load_gpu("h100").with_overrides({"sm_count": 100, "l2_bytes": 1_000_000})
+    gpu = load_gpu("h100_sxm5_80gb").with_overrides({"sm_count": 100, "l2_bytes": 1_000_000})
     with pytest.raises(TilesimError, match="does not read back"):
-        write_preset(gpu, tmp_path / "x.toml", "", base="h100", only=["sm_count"])
+        write_preset(gpu, tmp_path / "x.toml", "", base="h100_sxm5_80gb", only=["sm_count"])
     assert not (tmp_path / "x.toml").exists()
     named = dataclasses.replace(gpu, name="x")
-    path = write_preset(named, tmp_path / "x.toml", "", base="h100", only=["sm_count", "l2_bytes"])
+    path = write_preset(
+        named, tmp_path / "x.toml", "", base="h100_sxm5_80gb", only=["sm_count", "l2_bytes"]
+    )
     assert load_gpu(path) == named
     with pytest.raises(TilesimError, match="unknown field"):
-        write_preset(named, tmp_path / "y.toml", "", base="h100", only=["bogus"])
+        write_preset(named, tmp_path / "y.toml", "", base="h100_sxm5_80gb", only=["bogus"])
 
 
 def test_invalid_gpu_writes_nothing_and_keeps_the_old_file(tmp_path):
     path = tmp_path / "keep.toml"
     path.write_text("old contents\n")
-    bad = dataclasses.replace(load_gpu("h100"), sm_count=0)
+    bad = dataclasses.replace(load_gpu("h100_sxm5_80gb"), sm_count=0)
     with pytest.raises(TilesimError, match="sm_count"):
         write_preset(bad, path, "header")
     assert path.read_text() == "old contents\n"
     assert os.listdir(tmp_path) == ["keep.toml"]
-    nan = dataclasses.replace(load_gpu("h100"), l2_bandwidth_Bps=math.nan)
+    nan = dataclasses.replace(load_gpu("h100_sxm5_80gb"), l2_bandwidth_Bps=math.nan)
     with pytest.raises(TilesimError, match="finite"):
         write_preset(nan, tmp_path / "nan.toml", "header")
     assert os.listdir(tmp_path) == ["keep.toml"]
@@ -121,14 +123,14 @@ def test_failure_while_writing_removes_the_temp_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(TilesimError, match="No space left"):
-        write_preset(load_gpu("h100"), path, "header")
+        write_preset(load_gpu("h100_sxm5_80gb"), path, "header")
     assert path.read_text() == "old contents\n"
     assert os.listdir(tmp_path) == ["keep.toml"]
 
 
 def test_missing_folder_is_an_error(tmp_path):
     with pytest.raises(TilesimError, match="does not exist"):
-        write_preset(load_gpu("h100"), tmp_path / "no" / "such.toml", "")
+        write_preset(load_gpu("h100_sxm5_80gb"), tmp_path / "no" / "such.toml", "")
 
 
 @given(st.floats(min_value=1e-12, max_value=1e18, allow_nan=False, allow_infinity=False))

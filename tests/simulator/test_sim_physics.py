@@ -51,7 +51,9 @@ def test_simulated_work_equals_the_traces_analytic_counts(gpu_name, algo, worklo
 def test_standard_attention_is_hbm_bound_and_grows_as_n_squared():
     t = {}
     for n in (4096, 8192):
-        p = tilesim.predict(gpu="h100", algo="standard", batch=1, heads=8, seqlen=n, head_dim=128)
+        p = tilesim.predict(
+            gpu="h100_sxm5_80gb", algo="standard", batch=1, heads=8, seqlen=n, head_dim=128
+        )
         assert p.bound == "hbm"
         assert p.utilisation["hbm"] > 0.8
         t[n] = p.time_s
@@ -62,7 +64,9 @@ def test_standard_attention_is_hbm_bound_and_grows_as_n_squared():
 def test_v2_beats_v1_beats_standard_on_a100(n):
     # 16 x 16 heads: v1's one-CTA-per-head grid fills the A100's 108 SMs
     t = {
-        a: tilesim.predict(gpu="a100", algo=a, batch=16, heads=16, seqlen=n, head_dim=64).time_s
+        a: tilesim.predict(
+            gpu="a100_sxm4_80gb", algo=a, batch=16, heads=16, seqlen=n, head_dim=64
+        ).time_s
         for a in ("standard", "v1", "v2")
     }
     assert t["v1"] / t["v2"] >= 1.5
@@ -87,7 +91,7 @@ def test_v3_beats_v2_on_h100(n, batch):
 def test_doubling_hbm_bandwidth_helps_standard_not_v2():
     speedup = {}
     for algo in ("standard", "v2"):
-        kw = dict(gpu="h100", algo=algo, batch=2, heads=16, seqlen=8192, head_dim=128)
+        kw = dict(gpu="h100_sxm5_80gb", algo=algo, batch=2, heads=16, seqlen=8192, head_dim=128)
         base = tilesim.predict(**kw).time_s
         fast = tilesim.predict(**kw, overrides={"hbm_bandwidth_Bps": "2x"}).time_s
         speedup[algo] = base / fast

@@ -173,3 +173,18 @@ def test_prediction_json_schema_is_stable():
 def test_from_dict_rejects_another_schema():
     with pytest.raises(TilesimError, match="schema_version"):
         Prediction.from_dict({"schema_version": 99})
+
+
+def test_a_sampled_run_says_so_in_its_prediction_and_timeline(v2_timeline, tmp_path):
+    gpu = load_gpu("h100")
+    fast = simulate(build("v2", Workload(4, 16, 4096, 4096, 128), gpu), gpu, timeline=True)
+    assert fast.sampled
+    doc = json.loads(fast.timeline.write(tmp_path / "fast.json").read_text())
+    assert "CTAs simulated" in doc["otherData"]["sampled"]
+    marks = [e for e in doc["traceEvents"] if e["ph"] == "i"]
+    assert len(marks) == 1 and marks[0]["name"].startswith("sampled: flash_v2: ")
+    # detailed simulates every CTA and iteration: a complete timeline
+    assert not v2_timeline.sampled
+    doc = json.loads(v2_timeline.timeline.write(tmp_path / "detailed.json").read_text())
+    assert doc["otherData"] == {"sampled": False}
+    assert not any(e["ph"] == "i" for e in doc["traceEvents"])

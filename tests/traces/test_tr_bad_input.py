@@ -54,7 +54,8 @@ def test_v3_and_fp8_on_a100(a100):
     w = Workload(1, 1, 256, 256, 128)
     with pytest.raises(TilesimError) as err:
         build("v3", w, a100)
-    assert "v3 needs Hopper's TMA and wgmma, which a100_sxm4_80gb does not have" in one_line(err)
+    message = "v3 needs Hopper's TMA and wgmma, which a100_sxm4_80gb.published does not have"
+    assert message in one_line(err)
     fp8 = Workload(1, 1, 256, 256, 128, dtype="fp8")
     with pytest.raises(TilesimError) as err:
         build("v2", fp8, a100)

@@ -77,7 +77,7 @@ def _rows(with_clock=True):
 
 
 def test_measurements_become_preset_fields():
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     gpu, fields, notes = calibrate.derive_preset(_rows(), base, "2026-11-30")
     assert gpu.name == "h200_sxm_141gb.calibrated"
     assert gpu.sm_clock_hz == 1.75e9
@@ -113,7 +113,7 @@ def test_measurements_become_preset_fields():
 
 
 def test_clock_derived_from_flops_when_not_sampled():
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     gpu, _, notes = calibrate.derive_preset(_rows(with_clock=False), base, "2026-11-30")
     # best fp16 wgmma FLOP/s / (SMs x datasheet 4096 FLOP/clk/SM)
     assert gpu.sm_clock_hz == pytest.approx(810e12 / (SMS * 4096), rel=1e-3)
@@ -123,7 +123,7 @@ def test_clock_derived_from_flops_when_not_sampled():
 
 def test_efficiency_above_peak_is_clamped_with_a_note():
     rows = [measurement("hbm_read", 5.0e12, "B/s", "x")]
-    gpu, fields, notes = calibrate.derive_preset(rows, load_gpu("h200"), "d")
+    gpu, fields, notes = calibrate.derive_preset(rows, load_gpu("h200_sxm_141gb"), "d")
     assert gpu.hbm_read_efficiency == 1.0 and fields == ["hbm_read_efficiency"]
     assert any("beats the datasheet" in n for n in notes)
 
@@ -133,13 +133,13 @@ def test_a_different_sm_count_is_taken_from_the_driver():
         measurement("device_sm_count", 114, "SMs", "props"),
         measurement("exp2", 4.0e12, "ops/s", "x", clock_MHz=1000.0),
     ]
-    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200"), "d")
+    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200_sxm_141gb"), "d")
     assert gpu.sm_count == 114
     assert gpu.sfu_ops_per_clk_per_sm == pytest.approx(4.0e12 / (114 * 1e9), rel=1e-3)
 
 
 def test_calibrated_preset_round_trips_through_write_preset(tmp_path):
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     gpu, fields, _ = calibrate.derive_preset(_rows(), base, "2026-11-30")
     path = tmp_path / "h200_sxm_141gb.calibrated.toml"
     write_preset(gpu, path, "calibrated by a test", base=base.name, only=fields)
@@ -179,7 +179,7 @@ def _vector_row(warps, ctas, seconds, rows=64, cols=64):
 def test_vector_warps_per_scheduler_is_measured_over_pipe_time():
     from tilesim.traces.tiles import FLASH_FP32_PER_ROW_STEP, FLASH_FP32_PER_SCORE
 
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     sfu = 4.0e12 / (SMS * 1.98e9)  # the exp2 row of _rows()
     fp32 = 3.2e13 / (SMS * 1.75e9)
     exp, fp32_ops = 64 * 64 + 64, 64 * 64 * FLASH_FP32_PER_SCORE + 64 * FLASH_FP32_PER_ROW_STEP
@@ -217,7 +217,7 @@ def test_loaded_latency_curve_stops_before_saturation():
     curve = calibrate.loaded_latency_curve(rows)
     assert [u for u, _ in curve] == pytest.approx([0.0, 2 / 4.5, 3.5 / 4.5, 4.4 / 4.5])
     assert curve[-1][1] == 600e-9  # the saturated 1 us is the bandwidth queue: left out
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d")
     clock = 1.75e9
     want50 = 360e-9 + 40e-9 * (0.5 - 2 / 4.5) / (1.5 / 4.5)
@@ -242,7 +242,7 @@ def test_tile_extra_latency_is_the_zero_byte_intercept_less_the_chase():
     # -> 810 ns; the chase (``hbm_latency`` in _rows) is 400 ns: 350 and 410, median 380
     tiles = [_tile(8, 16384, 800e-9), _tile(8, 32768, 850e-9)]
     tiles += [_tile(4, 16384, 870e-9), _tile(4, 32768, 930e-9)]
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     gpu, fields, _ = calibrate.derive_preset(_rows() + tiles, base, "d")
     assert gpu.hbm_tile_extra_cycles == pytest.approx(380e-9 * 1.75e9, rel=2e-3)
     assert "4 warps 410 ns" in gpu.sources["hbm_tile_extra_cycles"]
@@ -265,7 +265,7 @@ def test_small_load_extra_is_over_a_256_byte_tile_of_the_same_walk():
     rows = [_tile(8, 16384, 800e-9), _tile(8, 32768, 850e-9)]
     for w, times in ((4, (450e-9, 510e-9, 640e-9)), (8, (460e-9, 530e-9, 650e-9))):
         rows += [_chase_tile(w, b, t) for b, t in zip((256, 2048, 8192), times, strict=True)]
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d")
     assert gpu.hbm_tile_extra_2KiB_cycles == pytest.approx(65e-9 * 1.75e9, abs=0.5)  # 3 digits
     assert gpu.hbm_tile_extra_8KiB_cycles == pytest.approx(190e-9 * 1.75e9, rel=2e-3)
@@ -304,7 +304,7 @@ def test_store_port_rate_is_bytes_over_seconds_between_the_two_largest_tiles():
     rows += [_store_chain(4, 16384, 700e-9, clock_MHz=1820.0), _store_chain(4, 32768, 1000e-9)]
     rows += [_store_chain(8, 2048, 9e-6, clock_MHz=2048.0)]
     rows += [_store_chain(8, b, t, clock_MHz=2048.0) for b, t in ((16384, 7e-7), (32768, 11e-7))]
-    base = load_gpu("h200")
+    base = load_gpu("h200_sxm_141gb")
     gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d")
     assert gpu.store_bandwidth_B_per_clk_per_sm == pytest.approx(25.0, rel=2e-3)  # median
     assert "4 warps 54.6 GB/s at 1820 MHz" in gpu.sources["store_bandwidth_B_per_clk_per_sm"]
@@ -332,7 +332,7 @@ def test_the_sm_cycle_counter_clock_wins_over_nvidia_smi():
             row["clock_effective_MHz"] = 1748.0  # 0.92 x 1900
         if row["name"] == "exp2":
             row["clock_effective_MHz"] = 1960.0  # not a tensor row: no part in the ratio
-    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200"), "2026-11-30")
+    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200_sxm_141gb"), "2026-11-30")
     assert gpu.sm_clock_hz == 1.75e9
     assert gpu.tensor_clock_ratio == pytest.approx(0.91)
     assert "median of 3 (0.900-0.920)" in gpu.sources["tensor_clock_ratio"]
@@ -345,7 +345,7 @@ def test_the_sm_cycle_counter_clock_wins_over_nvidia_smi():
 
 
 def test_without_cycle_counters_tensor_kernels_keep_the_clock():
-    gpu, fields, _ = calibrate.derive_preset(_rows(), load_gpu("h200"), "2026-11-30")
+    gpu, fields, _ = calibrate.derive_preset(_rows(), load_gpu("h200_sxm_141gb"), "2026-11-30")
     assert "tensor_clock_ratio" not in fields and gpu.tensor_clock_ratio == 1.0
 
 
@@ -365,7 +365,7 @@ def test_cta_turnaround_comes_from_the_8_warp_row():
         measurement("cta_turnaround_8w", 350.0, "cycles", "spin", [350.0] * 7, warps=8),
         measurement("cta_turnaround_32w", 341.0, "cycles", "spin", [341.0] * 7, warps=32),
     ]
-    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200"), "2026-11-30")
+    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200_sxm_141gb"), "2026-11-30")
     assert gpu.cta_turnaround_cycles == 350.0
     assert "32 warps 341" in gpu.sources["cta_turnaround_cycles"]
 
@@ -387,7 +387,7 @@ def test_from_results_rederives_the_preset_on_the_cpu(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    want, _, _ = calibrate.derive_preset(_rows(), load_gpu("h200"), "2026-11-30")
+    want, _, _ = calibrate.derive_preset(_rows(), load_gpu("h200_sxm_141gb"), "2026-11-30")
     got = load_gpu(out)
     assert got.sm_clock_hz == want.sm_clock_hz == 1.75e9
     assert got.l2_bandwidth_Bps == want.l2_bandwidth_Bps

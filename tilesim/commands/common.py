@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from ..atomic import check_writable
 from ..hwmodels import GPU, load_gpu, parse_set_options
 from ..traces.workload import Workload
 
@@ -74,6 +76,14 @@ PassOpt = Annotated[
     str, typer.Option("--pass", help="fwd, bwd (the backward pass) or fwd_bwd (both).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_output(path: Path | None, option: str, suffixes=None) -> Path | None:
+    """``path`` checked writable before any long work (None passes: the option is unset)."""
+    return None if path is None else check_writable(path, option, suffixes)
 
 
 def gpu_from_options(gpu: str, sets: list[str] | None = None) -> GPU:

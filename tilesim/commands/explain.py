@@ -28,6 +28,7 @@ from .common import (
     DEFAULT_GPU,
     DEFAULT_HEAD_DIM,
     DEFAULT_SEQLEN,
+    FIGURE_SUFFIXES,
     CausalOpt,
     DtypeOpt,
     GpuOpt,
@@ -36,6 +37,7 @@ from .common import (
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
+    check_output,
     console,
     err_console,
     gpu_from_options,
@@ -152,11 +154,8 @@ def _fidelity(fidelity: str) -> str:
     return fidelity
 
 
-def _out_path(out: Path) -> Path:
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise TilesimError(f"cannot write {str(out)!r}: directory {str(parent)!r} does not exist")
-    return out
+def _out_path(out: Path, option: str = "--out") -> Path:
+    return check_output(out, option, FIGURE_SUFFIXES)
 
 
 # -- explain ------------------------------------------------------------------------------
@@ -240,6 +239,13 @@ def roofline(
     as_json: JsonOpt = False,
     jobs: JobsOpt = None,
     fidelity: FidelityOpt = "fast",
+    more_results: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="More results files, so that --results validate/results/*.json works.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Roofline plot with one point per algorithm (hollow predicted, filled measured).
 
@@ -248,6 +254,11 @@ def roofline(
     from ..plots import RooflinePoint
     from ..plots import roofline as draw
 
+    if more_results and results is None:
+        raise TilesimError(f"unexpected argument {str(more_results[0])!r} (results files go "
+                           "after --results)")  # fmt: skip
+    if results is not None:
+        results = [*results, *(more_results or [])]
     hw = gpu_from_options(gpu, sets)
     w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
     names = _algos(algos, hw, w)
@@ -328,13 +339,14 @@ def measured_points(gpu: GPU, w: Workload, paths: list[Path] | None) -> dict[str
         paths = [Path(p) for p in sorted(glob.glob(str(RESULTS_DIR / "*.json")))]
     base = gpu.name.split("+")[0].removesuffix(".calibrated")
     found: dict[str, list[float]] = {}
+    docs = []
     for path in paths:
         try:
-            doc = schema.load_results(path)
+            docs += schema.load_measurement_files([path])[0]  # other JSON is passed over
         except TilesimError:
             if explicit:
                 raise
-            continue
+    for _, doc in docs:
         if doc["kind"] not in ("validate", "bench"):
             continue
         device = (doc["metadata"].get("device") or {}).get("name", "")
@@ -397,9 +409,10 @@ def gantt(
 
     v2's serial GEMM -> softmax -> GEMM against v3's overlap, under HBM/L2 throughput.
     """
+    from ..plots import check_sms, parse_window
     from ..plots import gantt as draw
-    from ..plots import parse_window
 
+    check_sms(sms)
     hw = gpu_from_options(gpu, sets)
     w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
     names = [a.strip() for item in (algo or []) for a in item.split(",") if a.strip()]
@@ -485,7 +498,7 @@ def whatif(
     # every shape at the pass asked for (Workload checks the name)
     workloads = [dataclasses.replace(w, pass_=pass_.strip().lower()) for w in workloads]
     if plot is not None:
-        _out_path(plot)
+        _out_path(plot, "--plot")
     if no_cache and cache_dir is not None:
         raise TilesimError("choose one of --cache-dir and --no-cache")
     cache = None if no_cache else (cache_dir or Path(DEFAULT_CACHE_DIR))

@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError
-from .common import JsonOpt, console, print_json
+from .common import JsonOpt, check_output, console, print_json
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
 
@@ -95,8 +95,7 @@ def parse_mask(text: str) -> tuple[bool, ...]:
 
 
 def _check_out(path: Path | None) -> None:
-    if path is not None and path.exists() and path.is_dir():
-        raise TilesimError(f"--out {path} is a folder; give a file name")
+    check_output(path, "--out", (".json",))
 
 
 def _default_out(suffix: str) -> Path:
@@ -150,6 +149,16 @@ def calibrate(
             show_default=False,
         ),
     ] = None,
+    transfer_to: Annotated[
+        str | None,
+        typer.Option(
+            "--transfer-to",
+            help="With --from-results: write the preset of a sibling product of the measured "
+            "die instead (h100: the H200's calibration carried to the H100 SXM; default "
+            "output hwmodels/presets/<target>.transferred.toml).",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Micro-benchmark this GPU and write a calibrated preset (never looks at attention)."""
@@ -158,21 +167,21 @@ def calibrate(
 
     steps = check_steps([s.strip() for s in only.split(",")] if only else None)
     _check_out(out)
-    if preset_out is not None and not preset_out.parent.is_dir():
-        raise TilesimError(f"--preset-out: folder {str(preset_out.parent)!r} does not exist")
+    check_output(preset_out, "--preset-out", (".toml",))
+    if transfer_to is not None and from_results is None:
+        raise TilesimError("--transfer-to needs --from-results (the sibling's raw figures)")
     if from_results is not None:
-        _derive_from(from_results, base, preset_out, json_out)
+        _derive_from(from_results, base, preset_out, json_out, transfer_to)
         return
     require_cuda("calibrate")
     import torch
 
-    from ..hwmodels import load_gpu, preset_path, write_preset
+    from ..hwmodels import preset_path, write_preset
     from ..validate import calibrate as cal
     from ..validate import metadata, schema
 
     device = torch.cuda.get_device_name(0)
-    base_gpu = load_gpu(base or cal.base_preset_for(device))
-    base_name = base_gpu.name
+    base_gpu, base_name = _base_for(device, base)
     meta = metadata.collect(
         {"command": "calibrate", "base_preset": base_name, "quick": quick, "steps": list(steps)}
     )
@@ -195,18 +204,53 @@ def calibrate(
     doc["measurements"] = rows
     results = out or _default_out("-calibrate")
     schema.save_results(doc, results)
-    target = preset_out or preset_path(cal.calibrated_name(base_name))
+    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta['date']} "
         f"({device}, {len(rows)} micro-benchmarks; raw figures in {results.name}).\n"
         "Only the fields below differ from the datasheet preset named by `base`;\n"
         "each comment says how its value was measured. No attention timing was used."
     )
-    write_preset(gpu, target, header, base=base_name, only=fields)
+    if base_name is None:  # a GPU with no preset: every field, the unmeasured ones named
+        from ..validate.device import unmeasured
+
+        missing = unmeasured(gpu)
+        notes.append(f"not measured (still assumed): {', '.join(missing) or 'none'}")
+        header = (
+            f"{gpu.display_name}: built by `tilesim calibrate` on {meta['date']} from the "
+            f"device's properties and {len(rows)} micro-benchmarks (raw figures in "
+            f"{results.name}).\nFields marked assumed were not measured: {len(missing)} of "
+            "them. No attention timing was used."
+        )
+        write_preset(gpu, target, header)
+    else:
+        write_preset(gpu, target, header, base=base_name, only=fields)
     if json_out:
         print_json({"preset": str(target), "results": str(results), "derived": meta["derived"]})
         return
     _print_derived(base_gpu, gpu, fields, notes, f"wrote {target} and {results}")
+
+
+def _base_for(device: str, base: str | None):
+    """(GPU, preset name) to calibrate against: ``--base``, the datasheet preset of a GPU
+    tilesim knows, or, for one it does not, a preset from its device properties (name
+    None: it has no file to overlay)."""
+    from ..hwmodels import load_gpu
+    from ..validate import calibrate as cal
+
+    if base:
+        gpu = load_gpu(base)
+        return gpu, gpu.name
+    try:
+        gpu = load_gpu(cal.base_preset_for(device))
+        return gpu, gpu.name
+    except TilesimError:
+        import torch
+
+        from ..validate.device import preset_from_properties
+
+        log(f"no preset for {device}: starting from its device properties")
+        return preset_from_properties(torch.cuda.get_device_properties(0)), None
 
 
 def _print_derived(base_gpu, gpu, fields, notes, done: str) -> None:
@@ -223,8 +267,15 @@ def _print_derived(base_gpu, gpu, fields, notes, done: str) -> None:
     console.print(done)
 
 
-def _derive_from(files: list[Path], base: str | None, preset_out: Path | None, json_out: bool):
-    """`calibrate --from-results`: the preset from results files' raw rows (CPU)."""
+def _derive_from(
+    files: list[Path],
+    base: str | None,
+    preset_out: Path | None,
+    json_out: bool,
+    transfer_to: str | None = None,
+):
+    """`calibrate --from-results`: the preset from results files' raw rows (CPU); with
+    ``transfer_to``, that of the sibling product it is carried to."""
     from ..hwmodels import load_gpu, preset_path, write_preset
     from ..validate import calibrate as cal
     from ..validate import schema
@@ -243,8 +294,11 @@ def _derive_from(files: list[Path], base: str | None, preset_out: Path | None, j
     device = (meta.get("device") or {}).get("name", "")
     base_gpu = load_gpu(base or meta.get("base_preset") or cal.base_preset_for(device))
     gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta.get("date", ""))
-    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
     names = ", ".join(p.name for p in files)
+    if transfer_to is not None:
+        _write_transferred(gpu, transfer_to, meta.get("date", ""), names, preset_out, json_out)
+        return
+    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta.get('date', '?')} "
         f"({device or '?'}, {len(rows)} micro-benchmarks; raw figures in {names}).\n"
@@ -256,6 +310,27 @@ def _derive_from(files: list[Path], base: str | None, preset_out: Path | None, j
         print_json({"preset": str(target), "results": [str(p) for p in files], "fields": fields})
         return
     _print_derived(base_gpu, gpu, fields, notes, f"wrote {target} from {names}")
+
+
+def _write_transferred(measured, transfer_to, date, names, preset_out, json_out) -> None:
+    from ..hwmodels import FIELDS, preset_path, write_preset
+    from ..validate import transfer as tr
+
+    sibling = tr.sibling_of(transfer_to)
+    if measured.name.removesuffix(".calibrated") != sibling.measured:
+        raise TilesimError(
+            f"--transfer-to {transfer_to}: the results are of {measured.name}, not of "
+            f"{sibling.measured} (the die it transfers from)"
+        )
+    gpu = tr.transfer_preset(measured, sibling, date)
+    target = preset_out or preset_path(tr.transferred_name(sibling.target))
+    write_preset(
+        gpu, target, tr.header(gpu, measured, sibling, names), base=sibling.target, only=FIELDS
+    )
+    if json_out:
+        print_json({"preset": str(target), "from": measured.name, "transferred": tr.SM_SIDE})
+        return
+    console.print(f"wrote {target}: {gpu.display_name}")
 
 
 # -- bench --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from ..hwmodels import (
     ALIASES,
     FIELDS,
     GPU,
+    PRESETS_DIR,
     SETTABLE_FIELDS,
     UNITS,
     derived_figures,
@@ -19,6 +20,7 @@ from ..hwmodels import (
     list_presets,
     load_gpu,
 )
+from ..hwmodels.provenance import confidence, preset_class, source_kind
 from .common import DEFAULT_GPU, JsonOpt, SetOpt, console, gpu_from_options, print_json
 
 hw_app = typer.Typer(
@@ -46,6 +48,8 @@ def _summary(gpu: GPU) -> dict[str, Any]:
         "display_name": gpu.display_name,
         "arch": gpu.arch,
         "aliases": sorted(alias for alias, target in ALIASES.items() if target == gpu.name),
+        "class": preset_class(gpu.name),
+        "confidence": confidence(gpu.name, PRESETS_DIR),
         "sm_count": gpu.sm_count,
         "sm_clock_GHz": gpu.sm_clock_hz / 1e9,
         "tensor_fp16_TFLOPS": gpu.peak_tensor_flops("fp16") / 1e12,
@@ -65,31 +69,35 @@ def hw_list(as_json: JsonOpt = False) -> None:
         print_json(rows)
         return
     table = Table(
-        title="GPU presets (dense tensor peaks, default instruction path)",
-        caption="feat: T = TMA, W = wgmma, 8 = fp8 tensor cores",
+        title="GPU presets (dense tensor TFLOPS, default instruction path)",
+        caption="by: C = calibrated (measured on it), X = transferred (measured on a sibling "
+        "die), P = published studies, D = datasheet. TW8: TMA, wgmma, fp8 (- absent)",
         box=box.SIMPLE_HEAD,
         padding=0,  # the box's one-space column separator is enough: fits 80 columns
         pad_edge=False,
     )
     # a preset's name is what the user types next: never truncate it
     table.add_column("name", no_wrap=True, min_width=max(len(r["name"]) for r in rows))
-    table.add_column("aliases", no_wrap=True)
+    table.add_column("alias", no_wrap=True)  # the shortest; --json lists them all
+    table.add_column("by", no_wrap=True)
     for column in (
         "SMs",
         "GHz",
-        "fp16\nTFLOPS",
-        "fp8\nTFLOPS",
+        "fp16",
+        "fp8",
         "HBM\nTB/s",
         "L2\nMiB",
-        "smem\nKiB/SM",
+        "smem\nKiB",
     ):
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("feat", no_wrap=True)
+        width = 3 if column == "SMs" else 4  # the widest value: never squeezed
+        table.add_column(column, justify="right", no_wrap=True, min_width=width)
+    table.add_column("TW8", no_wrap=True, min_width=3)
     for row in rows:
         fp8 = row["tensor_fp8_TFLOPS"]
         table.add_row(
             row["name"],
-            ", ".join(row["aliases"]) or "-",
+            min(row["aliases"], key=len, default="-"),
+            CLASS_CODES[row["class"]],
             str(row["sm_count"]),
             f"{row['sm_clock_GHz']:.2f}",
             f"{row['tensor_fp16_TFLOPS']:.0f}",
@@ -100,6 +108,9 @@ def hw_list(as_json: JsonOpt = False) -> None:
             _flags(row["features"]),
         )
     console.print(table)
+
+
+CLASS_CODES = {"calibrated": "C", "transferred": "X", "published": "P", "datasheet": "D"}
 
 
 def _flags(features: list[str]) -> str:
@@ -121,11 +132,18 @@ def _describe(gpu: GPU) -> dict[str, Any]:
             "value": getattr(gpu, key),
             "unit": UNITS[key],
             "source": gpu.sources.get(key, ""),
+            "kind": source_kind(gpu.sources.get(key, "")) if key in gpu.sources else "",
             "settable": key in SETTABLE_FIELDS,
         }
         for key in FIELDS
     }
-    return {"name": gpu.name, "fields": fields, "derived": derived_figures(gpu)}
+    return {
+        "name": gpu.name,
+        "class": preset_class(gpu.name),
+        "confidence": confidence(gpu.name, PRESETS_DIR),
+        "fields": fields,
+        "derived": derived_figures(gpu),
+    }
 
 
 @hw_app.command("show")
@@ -143,9 +161,12 @@ def hw_show(
     if as_json:
         print_json(info)
         return
-    console.print(f"[bold]{hw.display_name}[/bold]  ({hw.name}, {hw.arch})")
+    console.print(f"[bold]{hw.display_name}[/bold]  ({hw.name}, {hw.arch}, {info['class']})")
+    console.print(f"confidence: {info['confidence']}")
     table = Table(
-        title="fields (--set KEY=VALUE changes the numbers and flags)", box=box.SIMPLE_HEAD
+        title="fields (--set KEY=VALUE changes the numbers and flags); each source opens "
+        "with its kind",
+        box=box.SIMPLE_HEAD,
     )
     table.add_column("field", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)

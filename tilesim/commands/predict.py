@@ -35,6 +35,7 @@ from .common import (
     DEFAULT_HEAD_DIM,
     DEFAULT_HEADS,
     DEFAULT_SEQLEN,
+    FIGURE_SUFFIXES,
     BatchOpt,
     CausalOpt,
     DtypeOpt,
@@ -46,6 +47,7 @@ from .common import (
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
+    check_output,
     console,
     err_console,
     gpu_from_options,
@@ -67,6 +69,7 @@ from .trace import (
     trace_app,
 )
 
+MAX_TIMELINE_SMS = 4096  # the most SMs a GPU preset may have
 DEFAULT_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 DEFAULT_HEAD_DIMS = (64, 128)
 DEFAULT_TOKENS = 16384
@@ -153,7 +156,13 @@ def predict_cmd(
     timeline_window: TimelineWindowOpt = None,
     gantt: GanttOpt = None,
 ) -> None:
-    """Predict the time, traffic and bottleneck of one attention kernel."""
+    """Predict the time, traffic and bottleneck of one attention kernel.
+
+    bound: the busiest resource (hbm, l2, tensor, sfu, fp32, smem) when it is at
+    least 50% busy; launch when launch overhead is at least half the time; latency
+    when no resource is half busy (an under-filled grid or tail wave, or a chain of
+    dependent loads, MMAs and issue slots: see utilisation and grid).
+    """
     hw = gpu_from_options(gpu, sets)
     workload = workload_from_options(
         batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
@@ -202,11 +211,12 @@ def _run_and_show(
 ) -> None:
     """Simulate ``trace`` and show it; ``schedule``: which kernel runs its config."""
     _check_fidelity(fidelity)
-    for option, path in (("--timeline", timeline), ("--gantt", gantt)):
-        if path is not None and not path.parent.is_dir():
-            raise TilesimError(f"{option}: directory {str(path.parent)!r} does not exist")
-    if timeline_sms < 0:
-        raise TilesimError(f"--timeline-sms must be >= 0, got {timeline_sms}")
+    check_output(timeline, "--timeline", (".json",))
+    check_output(gantt, "--gantt", FIGURE_SUFFIXES)
+    if not 0 <= timeline_sms <= MAX_TIMELINE_SMS:
+        raise TilesimError(
+            f"--timeline-sms must be between 0 and {MAX_TIMELINE_SMS}, got {timeline_sms}"
+        )
     record = timeline is not None or gantt is not None
     pred = simulate(
         trace,
@@ -218,6 +228,12 @@ def _run_and_show(
     )
     if timeline is not None:
         pred.timeline.write(timeline)
+        if pred.timeline.sampled:
+            err_console.print(
+                f"note: the timeline is sampled ({pred.timeline.sampled}); "
+                "--fidelity detailed draws every CTA and iteration",
+                soft_wrap=True,
+            )
     if gantt is not None:
         from ..plots import gantt as draw_gantt
 

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError
-from .common import JsonOpt, console, err_console, print_json
+from .common import FIGURE_SUFFIXES, JsonOpt, check_output, console, err_console, print_json
 
 FIDELITIES = ("fast", "detailed")
 
@@ -105,9 +105,9 @@ def report(
         jobs = os.cpu_count() or 1
     if jobs < 1:
         raise TilesimError(f"--jobs must be at least 1, got {jobs}")
-    for path in (png, markdown, baseline):
-        if path is not None and not path.parent.is_dir():
-            raise TilesimError(f"cannot write {path}: folder {str(path.parent)!r} does not exist")
+    check_output(png, "--png", FIGURE_SUFFIXES)
+    check_output(markdown, "--markdown")
+    check_output(baseline, "--baseline", (".json",))
     with _progress() as tick:
         result = rep.build_report(
             files,

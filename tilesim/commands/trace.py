@@ -18,9 +18,8 @@ from rich.tree import Tree
 from ..hwmodels import GPU
 from ..traces import build
 from ..traces.config import config_names, named_config
-from ..traces.counters import counters
 from ..traces.expand import expand
-from ..traces.files import save, to_dict
+from ..traces.files import SUFFIX, save, to_dict
 from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Op, Store, Trace, Vector, Wait
 from ..traces.occupancy import occupancy
 from ..traces.workload import ALGOS, KernelConfig, Workload
@@ -42,6 +41,7 @@ from .common import (
     SeqlenKvOpt,
     SeqlenOpt,
     SetOpt,
+    check_output,
     console,
     gpu_from_options,
     print_json,
@@ -167,6 +167,8 @@ def trace_show(
         mma_path=mma_path, persistent=persistent, pingpong=pingpong,
         warp_specialize=warp_specialize,
     )  # fmt: skip
+    from ..traces.counters import counters  # numpy: not for the rest of the CLI
+
     flat = expand(trace, launch_index, cta) if cta is not None else None
     c = counters(trace)
     if as_json:
@@ -223,6 +225,7 @@ def trace_export(
     warp_specialize: SpecializeOpt = None,
 ) -> None:
     """Write a trace to a .trace.json file (replay it with `tilesim trace replay`)."""
+    check_output(output, "--output", (SUFFIX,))
     _, trace = _build(
         gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
         config_name, block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
