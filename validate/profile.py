@@ -9,7 +9,7 @@ Needs torch and the Triton the profile is for (the GPU machine's: 3.6), no GPU
 (``validate/cross_compile.py``). The variants: standard, v1, v2 (forward and
 backward) and v3 (forward), head dims 64/128/256, fp16/bf16 (and fp8 for v3),
 causal or not, each with the default config and the named configs; for
-standard's row kernels every row plan N up to 128k selects; each at N a multiple
+standard's row kernels every row plan an N up to ``MAX_SEQLEN`` selects; each at N a multiple
 of the tiles, of 16 only and of neither, and with one head; and every variant
 the committed GPU measurements (``validate/results/*-registers.json``,
 ``*-ncu.json``) hold. Each compiled kernel gives its registers and local memory
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..errors import TilesimError
 from ..profiles import KernelFacts, Profile, Provenance, Variant, write
-from ..traces.workload import ALGOS, DTYPES, HEAD_DIMS, KernelConfig, Workload
+from ..traces.workload import ALGOS, DTYPES, HEAD_DIMS, MAX_SEQLEN, KernelConfig, Workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 2  # the compile shape's batch (the kernels take none but B x H)
@@ -43,7 +43,6 @@ HIDDEN = 2048  # heads = HIDDEN / d, as the validation grid; and one head
 # 16 only, of neither (N % 16 = 8, so that standard's rows, padded to 8, are not either)
 SEQLENS = (1024, 1040, 1000)
 UNALIGNED_BY = (0, 16, 24)  # the same classes below a power of two, for the row plans
-MAX_SEQLEN = 131072  # row plans are enumerated up to here
 GMMA = ("HGMMA", "QGMMA")
 ISSUE_DECIMALS = 1
 NOTES = (
