@@ -1,6 +1,23 @@
-"""FlashAttention (v1) forward: the paper's Algorithm 1, as written, in Triton.
+"""FlashAttention (v1) forward in Triton: the released kernel's structure, and Algorithm 1.
 
-One program per (batch, head) — v1 parallelises over B·H only. The program
+``config.v1_kernel == "released"`` (the default; docs/fa1.md): the structure of
+the released FlashAttention-1 kernel (flash-attn 1.0.x). Grid (B·H, num_splits).
+For each K/V block j (block_n keys, held on chip) program z walks the 16-row Q
+steps z, z+S, z+2S, ... (S = num_splits). The keys of the block are split across
+``split_k_warps`` warps: K_j and V_j are [W, block_n/W, d] and the two GEMMs are
+batched over that first axis, which Triton lays out one warp per slice; the row
+max, the row sum and the partial outputs P_w V_w are summed over it, through
+shared memory. Per step: S = Q K_jᵀ·scale, m = rowmax, P = exp(S − m),
+ℓ = rowsum(P); with the previous block's normalised O and log-sum-exp
+lse: m' = max(m, lse), O ← (e^(lse−m') O + e^(m−m') P V) / (e^(lse−m') + e^(m−m') ℓ),
+lse ← m' + log(…). O round-trips through a float32 HBM workspace between K/V
+blocks (not read on the first, not written on the last, which writes the
+output); the LSE is kept (``lm[1]``, with ``lm[0]`` = 1: the backward's ℓ, m).
+The next step's Q, O and lse are loaded before this step computes (``num_stages``
+2; Triton itself is not asked to pipeline).
+
+``"algorithm1"``: the paper's Algorithm 1, as written. One program per
+(batch, head). The program
 
 1. initialises O = 0, ℓ = 0, m = -inf for its head in HBM;
 2. outer loop over K/V blocks j (block_n rows): loads K_j, V_j on chip;
@@ -10,16 +27,14 @@ One program per (batch, head) — v1 parallelises over B·H only. The program
    O_i ← diag(ℓ_new)⁻¹ (diag(ℓ_i) e^(m_i−m_new) O_i + e^(m̃−m_new) P̃ V_j),
    and writes O_i, ℓ_new, m_new back to HBM — every inner step.
 
-O, ℓ and m live in a float32 HBM workspace (rounding O to fp16/bf16 on each of
-the Nk/block_n round trips would cost accuracy the paper's algorithm does not
-lose); the last K/V block a Q block sees also writes its O, in the input dtype,
-to the output.
-Different threads of the program may write and later read the same O_i
-element, so a ``tl.debug_barrier()`` (bar.sync, which also orders global
-memory within the CTA) closes each outer step and the initialisation.
+O, ℓ and m live in a float32 HBM workspace; the last K/V block a Q block sees
+also writes its O, in the input dtype, to the output.
 
+In both, different threads of the program may write and later read the same
+workspace element, so a ``tl.debug_barrier()`` (bar.sync, which also orders
+global memory within the CTA) closes each outer step (and the initialisation).
 Causal (top-left aligned): for K/V block j the inner loop starts at the first Q
-block that has a row i >= j·block_n; fully masked blocks are skipped.
+block (step) that has a row i >= j·block_n; fully masked blocks are skipped.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..errors import TilesimError
 from ._common import strides
 
 NEG_INF = tl.constexpr(float("-inf"))
@@ -159,19 +175,206 @@ def _v1_fwd(
         tl.debug_barrier()
 
 
+@triton.jit
+def _step_inputs(
+    Q,
+    Acc,
+    LSE,
+    step,
+    n_q,
+    seen,
+    stride_qm,
+    stride_qd,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    """Q, the normalised O and the lse of one 16-row step (no O, lse before ``seen``)."""
+    rows = step * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    ok = rows < n_q
+    q = tl.load(
+        Q + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=ok[:, None], other=0.0
+    )
+    o = tl.load(
+        Acc + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=(ok & seen)[:, None], other=0.0
+    )
+    lse = tl.load(LSE + rows, mask=ok & seen, other=NEG_INF)
+    return q, o, lse
+
+
+@triton.jit
+def _v1_released_fwd(
+    Q,
+    K,
+    V,
+    Out,  # q, out [B, H, Nq, d]; k, v [B, H, Nk, d]
+    Acc,  # workspace: float32 normalised O [B*H, Nq, d]
+    LSE,  # float32 [B*H, Nq]: the running (at the end, final) log-sum-exp
+    sm_scale,
+    n_heads,
+    n_q,
+    n_kv,
+    stride_qb,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_om,
+    stride_od,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,  # Q rows per step
+    BLOCK_N: tl.constexpr,  # keys per K/V block
+    SPLIT_K: tl.constexpr,  # warps that split a block's keys
+    PREFETCH: tl.constexpr,  # load the next step's Q, O, lse during this one
+    CAUSAL: tl.constexpr,
+):
+    off_bh = tl.program_id(0)
+    split = tl.program_id(1)
+    n_splits = tl.num_programs(1)
+    off_b = off_bh // n_heads
+    off_h = off_bh % n_heads
+    Q += off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
+    K += off_b.to(tl.int64) * stride_kb + off_h.to(tl.int64) * stride_kh
+    V += off_b.to(tl.int64) * stride_vb + off_h.to(tl.int64) * stride_vh
+    Out += off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
+    Acc += off_bh.to(tl.int64) * n_q * HEAD_DIM
+    LSE += off_bh.to(tl.int64) * n_q
+    KEYS: tl.constexpr = BLOCK_N // SPLIT_K
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    # key c of the block is (warp c // KEYS, slot c % KEYS)
+    offs_key = tl.arange(0, SPLIT_K)[:, None] * KEYS + tl.arange(0, KEYS)[None, :]
+    n_steps = tl.cdiv(n_q, BLOCK_M)
+    last_n = (n_kv - 1) // BLOCK_N * BLOCK_N  # the last K/V block
+
+    for start_n in range(0, n_kv, BLOCK_N):
+        # -- K_j, V_j as [SPLIT_K, KEYS, d]: on chip for every step of the block --
+        cols = start_n + offs_key  # [W, KEYS]
+        kv_off = cols[:, :, None] * stride_kn + offs_d[None, None, :] * stride_kd
+        kv_ok = cols[:, :, None] < n_kv
+        kt = tl.trans(tl.load(K + kv_off, mask=kv_ok, other=0.0), (0, 2, 1))  # [W, d, KEYS]
+        v = tl.load(
+            V + cols[:, :, None] * stride_vn + offs_d[None, None, :] * stride_vd,
+            mask=kv_ok,
+            other=0.0,
+        )
+        # causal: steps before the one holding row start_n see none of the block;
+        # this program's first step is the next one that is its own (step = split mod S)
+        begin = start_n // BLOCK_M if CAUSAL else 0
+        first = begin + (split - begin % n_splits + n_splits) % n_splits
+        seen = (offs_m * 0 + start_n) > 0  # the first block reads no O, no lse
+        if PREFETCH:
+            q, o_prev, lse_prev = _step_inputs(
+                Q, Acc, LSE, first, n_q, seen, stride_qm, stride_qd, HEAD_DIM, BLOCK_M
+            )
+        for step in range(first, n_steps, n_splits):
+            rows = step * BLOCK_M + offs_m
+            ok = rows < n_q
+            if PREFETCH:
+                q_next, o_next, lse_next = _step_inputs(
+                    Q, Acc, LSE, step + n_splits, n_q, seen, stride_qm, stride_qd, HEAD_DIM, BLOCK_M
+                )
+            else:
+                q, o_prev, lse_prev = _step_inputs(
+                    Q, Acc, LSE, step, n_q, seen, stride_qm, stride_qd, HEAD_DIM, BLOCK_M
+                )
+            # -- S = Q K_jᵀ, each warp its KEYS keys: [W, M, KEYS] --
+            qb = tl.broadcast_to(q[None, :, :], (SPLIT_K, BLOCK_M, HEAD_DIM))
+            s = tl.dot(qb, kt) * sm_scale
+            keep = cols[:, None, :] < n_kv
+            if CAUSAL:
+                keep = keep & (cols[:, None, :] <= rows[None, :, None])
+            s = tl.where(keep, s, NEG_INF)
+            # -- row max and sum over all the warps' keys --
+            m_blk = tl.max(tl.max(s, 2), 0)
+            m_new = tl.maximum(m_blk, lse_prev)
+            m_safe = tl.where(m_new == NEG_INF, 0.0, m_new)
+            p = tl.exp(s - m_safe[None, :, None])
+            l_blk = tl.sum(tl.sum(p, 2), 0)
+            # -- each warp's P_w V_w, summed over the warps --
+            pv = tl.sum(tl.dot(p.to(v.dtype), v), 0)  # [M, d]
+            a_prev = tl.exp(lse_prev - m_safe)  # O_prev is normalised: its ℓ is e^lse
+            l_new = a_prev + l_blk
+            l_div = tl.where(l_new == 0.0, 1.0, l_new)
+            o_new = (a_prev[:, None] * o_prev + pv) / l_div[:, None]
+            lse_new = tl.where(l_new == 0.0, NEG_INF, m_safe + tl.log(l_div))
+            # -- O to the workspace, or (last block this step sees) to the output --
+            if CAUSAL:
+                last_seen = tl.minimum(step * BLOCK_M + BLOCK_M - 1, n_kv - 1) // BLOCK_N * BLOCK_N
+            else:
+                last_seen = last_n
+            final = (offs_m * 0 + start_n) == last_seen
+            tl.store(
+                Acc + rows[:, None] * HEAD_DIM + offs_d[None, :],
+                o_new,
+                mask=ok[:, None] & ~final[:, None],
+            )
+            tl.store(
+                Out + rows[:, None] * stride_om + offs_d[None, :] * stride_od,
+                o_new.to(Out.dtype.element_ty),
+                mask=ok[:, None] & final[:, None],
+            )
+            tl.store(LSE + rows, lse_new, mask=ok)
+            if PREFETCH:
+                q, o_prev, lse_prev = q_next, o_next, lse_next
+        # the next block reads what this one wrote, maybe from other threads
+        tl.debug_barrier()
+
+
 def launches(q, k, v, causal, sm_scale, config, out, *, lm=None):
     """The one launch of v1 [(name, run)] (inputs already checked).
 
     ``lm``: an optional float32 [2, B·H, Nq] buffer that keeps the final row
     statistics ℓ (``lm[0]``) and m (``lm[1]``) for the backward; by default a temporary.
+    The released kernel keeps the log-sum-exp: ℓ = 1, m = lse.
     """
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     acc = torch.empty((batch * heads, n_q, d), dtype=torch.float32, device=q.device)
     if lm is None:
         lm = torch.empty((2, batch * heads, n_q), dtype=torch.float32, device=q.device)
+    released = config.v1_kernel == "released"
+    if released and config.num_stages > 2:
+        raise TilesimError("the released v1 kernel loads one step ahead: num_stages 1 or 2")
+    if released:
+        lm[0].fill_(1.0)  # ℓ = 1 with m = lse: what the backward reads
 
     def run():
+        if released:
+            _v1_released_fwd[(batch * heads, config.num_splits)](
+                q,
+                k,
+                v,
+                out,
+                acc,
+                lm[1],
+                sm_scale,
+                heads,
+                n_q,
+                n_kv,
+                *strides(q),
+                *strides(k),
+                *strides(v),
+                *strides(out),
+                HEAD_DIM=d,
+                BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n,
+                SPLIT_K=config.split_k_warps,
+                PREFETCH=config.num_stages > 1,
+                CAUSAL=causal,
+                num_warps=config.num_warps,
+                num_stages=1,
+            )
+            return
         _v1_fwd[(batch * heads,)](
             q,
             k,

@@ -1,8 +1,10 @@
 """`tilesim explain`: the story of attention on one GPU and shape, told with simulated numbers.
 
 Standard attention writes the N x N score matrix to HBM and reads it back;
-FlashAttention v1 keeps it on chip (tiling + online softmax) but re-reads its
-output; v2 parallelises over the sequence and does less non-matmul work; v3
+FlashAttention v1 (the released kernel) keeps it on chip (tiling + online softmax)
+but sends its partial output through HBM once per K/V block and splits each
+block's keys across warps that must combine their results; v2 gives each warp its
+own rows, keeps the output on chip and does less non-matmul work; v3
 uses Hopper's TMA, warp specialisation and ping-pong to hide the exponentials,
 and FP8. Then where the technique stops paying: decode, very short sequences,
 wide heads. Every number comes from this shape's predictions (`simulate`), its
@@ -181,6 +183,8 @@ def _plan(gpu: GPU, w: Workload) -> dict[str, tuple[str, Workload, object]]:
     )
     for algo in ("standard", "v1", "v2"):
         plan[algo] = (algo, base, None)
+    # the paper's Algorithm 1 as written, beside the released kernel (the default)
+    plan["v1_algorithm1"] = ("v1", base, named_config("fa1-algorithm1", "v1", base, gpu))
     if hopper:
         plan["v3"] = ("v3", base, None)
         if base.head_dim <= 128:

@@ -16,7 +16,6 @@ from .explain import (
     fmt_si,
     fmt_speed,
     fmt_time,
-    fmt_x,
     score_traffic,
     tensor_bytes,
     uses_tma,
@@ -126,19 +125,32 @@ def standard(st: Story) -> Section:
     return Section("standard", "Standard attention: the N x N matrix goes through HBM", text, nums)
 
 
+def _v1_round_trips(c, w) -> dict:
+    """Bytes v1 moves besides Q, K, V once and O once: its fp32 partial O (Acc), the row
+    statistics and the re-reads of Q, one per K/V block (the trace's, no reuse)."""
+    moved = {
+        t: c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0)
+        for t in ("Q", "O", "Acc", "L", "M", "LSE")
+    }
+    q_once = w.batch * w.heads * w.seqlen_q * w.head_dim * w.elem_bytes
+    return {
+        "acc_bytes": moved["Acc"],
+        "stats_bytes": moved["L"] + moved["M"] + moved["LSE"],
+        "q_reread_bytes": max(0, moved["Q"] - q_once),
+    }
+
+
 def v1(st: Story) -> Section:
     title = "FlashAttention v1: tiling and the online softmax"
     missing = st.missing("v1", title, ("v1",))
     if missing:
         return missing
     std, run = st.runs["standard"], st.runs["v1"]
-    p, c, s = run.pred, run.counters, std.pred
+    p, c, s, w = run.pred, run.counters, std.pred, st.w
     cfg = run.trace.config
-    t_c = -(-st.w.seqlen_kv // cfg["block_n"])
-    reread = {
-        t: c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0)
-        for t in ("Q", "O", "Acc", "L", "M")
-    }
+    t_c = -(-w.seqlen_kv // cfg["block_n"])
+    trips = _v1_round_trips(c, w)
+    scores = w.batch * w.heads * w.seqlen_q * w.seqlen_kv
     saved = s.hbm_bytes - p.hbm_bytes
     nums = {
         "hbm_bytes": p.hbm_bytes,
@@ -149,10 +161,13 @@ def v1(st: Story) -> Section:
         "time_saved_s": s.time_s - p.time_s,
         "speedup_vs_standard": s.time_s / p.time_s,
         "score_traffic_bytes": score_traffic(c),
+        "standard_score_bytes_per_score": score_traffic(std.counters) / scores,
+        "v1_round_trip_bytes_per_score": (trips["acc_bytes"] + trips["q_reread_bytes"]) / scores,
         "kv_blocks": t_c,
         "block_m": cfg["block_m"],
         "block_n": cfg["block_n"],
-        "reread_bytes": reread,
+        "v1_kernel": cfg.get("v1_kernel", "algorithm1"),
+        **trips,
         "tflops": p.tflops,
         "bound": p.bound,
         "intensity_flop_per_byte": p.matmul_flops / p.hbm_bytes,
@@ -168,22 +183,44 @@ def v1(st: Story) -> Section:
         if p.time_s < s.time_s
         else f"{moved} but is {speed}"
     )
-    o_q = reread["O"] + reread["Acc"] + reread["Q"]
     text = [
-        f"v1 cuts S into {cfg['block_m']} x {cfg['block_n']} tiles that live in shared "
-        "memory and never reach HBM (0 bytes of S or P: the trace has no such tensor). "
-        "The online softmax makes that possible: it keeps a running row maximum m and sum ℓ "
-        "and rescales the partial output when the maximum grows, so no row needs all its "
-        "scores at once.",
-        f"What it re-reads instead: the paper's Algorithm 1 walks the {t_c} K/V blocks in "
-        "its outer loop and, for each, every Q block in the inner loop, loading Q_i and the "
-        f"partial O_i, ℓ_i, m_i and writing O_i, ℓ_i, m_i back (the partial O in fp32, as "
-        f"tilesim's kernel keeps it): {fmt_bytes(o_q)} of Q and O "
-        f"traffic ({fmt_bytes(reread['L'] + reread['M'])} more for ℓ and m) — the "
-        "Θ(N²d²/M) of the paper. "
-        f"Against standard attention v1 {verdict}: {fmt_time(p.time_s)}, "
+        f"v1 as it was released holds a block of {cfg['block_n']} keys (K_j and V_j) on "
+        f"chip while it walks the rows of Q in {cfg['block_m']}-row steps; the "
+        f"{cfg['block_m']} x {cfg['block_n']} score tiles never reach HBM (0 bytes of S "
+        "or P: the trace has no such tensor). The online softmax makes that possible: it "
+        "keeps each row's running maximum and sum (as one log-sum-exp) and rescales the "
+        "partial output when the maximum grows, so no row needs all its scores at once.",
+        f"What it moves instead: between the {t_c} K/V blocks the partial output goes out "
+        f"and back in fp32 ({fmt_bytes(trips['acc_bytes'])} as the schedule moves it, "
+        "before the L2 keeps any; not read on the first block, written as O on the last), "
+        f"and Q is read again for every block ({fmt_bytes(trips['q_reread_bytes'])} more) "
+        "— the Θ(N²d²/M) of the paper: "
+        f"{nums['v1_round_trip_bytes_per_score']:.2g} bytes per score against the "
+        f"{nums['standard_score_bytes_per_score']:.2g} that standard attention's S and P "
+        f"cost. Against standard attention v1 {verdict}: {fmt_time(p.time_s)}, "
         f"{p.tflops:.0f} TFLOPS, bound: {p.bound}.",
     ]
+    a1 = st.runs.get("v1_algorithm1")
+    if a1 is not None and a1.pred is not None:
+        pa, ca = a1.pred, a1.trace.config
+        nums.update(
+            algorithm1_time_s=pa.time_s,
+            algorithm1_tflops=pa.tflops,
+            algorithm1_ctas=pa.launches[0].ctas,
+            algorithm1_block_m=ca["block_m"],
+            algorithm1_block_n=ca["block_n"],
+            algorithm1_hbm_bytes=pa.hbm_bytes,
+            released_speedup_vs_algorithm1=pa.time_s / p.time_s,
+        )
+        text.append(
+            "The paper's Algorithm 1 as written (`--config fa1-algorithm1`) runs one CTA "
+            f"per (batch, head), {pa.launches[0].ctas} here, with {ca['block_m']} x "
+            f"{ca['block_n']} tiles, and zeroes O, ℓ and m in HBM before reading them "
+            f"back on every block: {fmt_time(pa.time_s)}, {pa.tflops:.0f} TFLOPS, "
+            f"{fmt_bytes(pa.hbm_bytes)} through HBM. The released kernel is "
+            f"{fmt_speed(p.time_s, pa.time_s, 'that')}: its num_splits spreads a head's "
+            "Q rows over several CTAs when batch x heads leaves SMs idle."
+        )
     return Section("v1", title, text, nums)
 
 
@@ -192,14 +229,29 @@ def v2(st: Story) -> Section:
     missing = st.missing("v2", title, ("v1", "v2"))
     if missing:
         return missing
-    gpu = st.gpu
+    gpu, w = st.gpu, st.w
     r1, r2, s = st.runs["v1"], st.runs["v2"], st.p("standard")
     p1, p2 = r1.pred, r2.pred
+    c1, c2 = r1.trace.config, r2.trace.config
     main1 = max(p1.launches, key=lambda lp: lp.cycles)
     main2 = max(p2.launches, key=lambda lp: lp.cycles)
     slots1 = gpu.sm_count * main1.ctas_per_sm
     slots2 = gpu.sm_count * main2.ctas_per_sm
     busy1 = min(gpu.sm_count, main1.ctas)
+    warps = c1.get("split_k_warps", 1)
+    splits = c1.get("num_splits", 1)
+    t_c = -(-w.seqlen_kv // c1["block_n"])
+    steps = -(-w.seqlen_q // c1["block_m"])
+    # per step and K/V block the warps write and read back their partial outputs
+    # (block_m x d fp32 each), a row max and a row sum: the split-K exchange
+    exchange = (
+        2 * warps * c1["block_m"] * (w.head_dim + 2) * 4 * steps * t_c * w.batch * w.heads
+        if warps > 1
+        else 0
+    )
+    if w.causal:
+        exchange //= 2
+    trips = _v1_round_trips(r1.counters, w)
     nums = {
         "v1_ctas": main1.ctas,
         "v2_ctas": main2.ctas,
@@ -208,6 +260,13 @@ def v2(st: Story) -> Section:
         "v1_sms_busy": busy1,
         "v1_waves": main1.waves,
         "v2_waves": main2.waves,
+        "v1_num_splits": splits,
+        "v1_split_k_warps": warps,
+        "v1_split_k_exchange_bytes": exchange,
+        "v1_acc_bytes": trips["acc_bytes"],
+        "v1_smem_utilisation": p1.utilisation["smem"],
+        "v2_smem_utilisation": p2.utilisation["smem"],
+        "v1_bound": p1.bound,
         "v1_fp32_ops": r1.counters.fp32_ops,
         "v2_fp32_ops": r2.counters.fp32_ops,
         "v1_exp": r1.counters.exp_count,
@@ -219,34 +278,57 @@ def v2(st: Story) -> Section:
         "speedup_vs_v1": p1.time_s / p2.time_s,
         "speedup_vs_standard": s.time_s / p2.time_s,
         "tflops": p2.tflops,
+        "v1_tflops": p1.tflops,
         "peak_share": p2.tflops * 1e12 / st.peak,
         "bound": p2.bound,
         "utilisation": dict(p2.utilisation),
     }
     fill = main1.ctas / slots1
-    text = [
-        f"v1's grid is one CTA per (batch, head): {main1.ctas} CTAs for {gpu.sm_count} SMs "
-        f"x {main1.ctas_per_sm} slots = {slots1} slots, so "
+    grid = (
+        f"v1's grid is {splits} CTA{'s' if splits > 1 else ''} per (batch, head): "
+        f"{main1.ctas} CTAs for {gpu.sm_count} SMs x {main1.ctas_per_sm} slots = {slots1} "
+        "slots"
+        + (" (num_splits deals each head's Q steps over several CTAs)" if splits > 1 else "")
+        + ", so "
         + (
             f"only {busy1} SMs get work"
             if main1.ctas < gpu.sm_count
             else f"the slots are {fmt_pct(min(fill, 1.0))} filled in its first wave"
             if fill < 1
-            else f"it runs {main1.waves} waves of long CTAs"
+            else f"it runs {main1.waves} wave(s) of long CTAs, each walking every K/V block"
         )
-        + f". v2 swaps the loops (Q blocks outside, K/V inside) and gives each Q block its "
-        f"own CTA: {main2.ctas} CTAs, {main2.waves} wave(s) of {slots2}. The Q tile and the "
-        "running O stay on chip; O and the log-sum-exp are written once at the end.",
-        f"It also trims the work that is not matmul: the output is rescaled once at the end "
-        f"instead of every step, {fmt_si(r2.counters.fp32_ops)} FP32 ops against v1's "
-        f"{fmt_si(r1.counters.fp32_ops)} (the exponentials stay "
+        + f". v2 gives each {c2['block_m']}-row Q block its own CTA: {main2.ctas} CTAs, "
+        f"{main2.waves} wave(s) of {slots2}."
+    )
+    if warps > 1:
+        inside = (
+            f"Inside a CTA, v1's {warps} warps split the {c1['block_n']} keys of a block "
+            f"(split-K): every {c1['block_m']}-row step they combine their row maxima, "
+            f"sums and {warps} partial {c1['block_m']} x {w.head_dim} outputs through "
+            f"shared memory ({fmt_bytes(exchange)} written and read back in all), and the "
+            f"rescaled output goes through HBM in fp32 once per K/V block "
+            f"({fmt_bytes(trips['acc_bytes'])}). v2 gives each warp its own rows: no "
+            "exchange, the running output stays in registers and is rescaled once at the "
+            f"end. Shared memory is busy {fmt_pct(p1.utilisation['smem'])} of v1's time "
+            f"(bound: {p1.bound}) and {fmt_pct(p2.utilisation['smem'])} of v2's."
+        )
+    else:
+        inside = (
+            "v2 also keeps the running output on chip: it is rescaled once at the end and "
+            "written once, instead of going through HBM on every K/V block."
+        )
+    text = [
+        grid,
+        inside,
+        f"The work that is not matmul shrinks too: {fmt_si(r2.counters.fp32_ops)} FP32 ops "
+        f"against v1's {fmt_si(r1.counters.fp32_ops)} (the exponentials stay "
         f"{fmt_si(r2.counters.exp_count)}: one per score). HBM traffic drops from "
         f"{fmt_bytes(p1.hbm_bytes)} to {fmt_bytes(p2.hbm_bytes)}.",
-        f"Predicted: {fmt_time(p2.time_s)}, {fmt_x(p1.time_s / p2.time_s)} faster than v1 "
-        f"and {fmt_x(s.time_s / p2.time_s)} faster than standard attention; {p2.tflops:.0f} "
-        f"TFLOPS = {fmt_pct(nums['peak_share'])} of the tensor peak, bound: {p2.bound} "
-        f"(tensor cores busy {fmt_pct(p2.utilisation['tensor'])}, SFU "
-        f"{fmt_pct(p2.utilisation['sfu'])}).",
+        f"Predicted: {fmt_time(p2.time_s)}, {fmt_speed(p2.time_s, p1.time_s, 'v1')} "
+        f"({p1.tflops:.0f} TFLOPS) and {fmt_speed(p2.time_s, s.time_s, 'standard attention')}"
+        f"; {p2.tflops:.0f} TFLOPS = {fmt_pct(nums['peak_share'])} of the tensor "
+        f"peak, bound: {p2.bound} (tensor cores busy {fmt_pct(p2.utilisation['tensor'])}, "
+        f"SFU {fmt_pct(p2.utilisation['sfu'])}).",
     ]
     return Section("v2", title, text, nums)
 

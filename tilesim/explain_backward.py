@@ -50,7 +50,7 @@ ALGOS = ("standard", "v1", "v2")  # the algorithms with a backward schedule
 PAPER_FACTOR = 2.5  # backward matmul FLOPs / forward's, by the shared convention
 # What each forward keeps in HBM for its backward, besides Q, K, V (traces.kept_bytes).
 DQ_WORKSPACE = "dQacc"  # v1's fp32 dQ in HBM (traces.flash_v1_bwd)
-KEPT_TENSORS = {"standard": ("P",), "v1": ("O", "L", "M"), "v2": ("O", "LSE")}
+KEPT_TENSORS = {"standard": ("P",), "v1": ("O", "LSE"), "v2": ("O", "LSE")}
 
 
 @dataclasses.dataclass

@@ -1,22 +1,31 @@
-"""FlashAttention v1 as the paper's Algorithm 1 writes it.
+"""FlashAttention v1: the released kernel (the default) and the paper's Algorithm 1.
 
-One CTA per (batch, head): the grid has only B*H CTAs, so a small batch leaves
-SMs idle — the limitation v2 removed. The outer loop walks K/V blocks j (K_j and
-V_j stay in shared memory for the whole inner loop); the inner loop walks Q
-blocks i and, every step, loads Q_i, O_i, l_i, m_i from HBM, computes
-S_ij = Q_i K_j^T, the online-softmax statistics, P~_ij V_j, rescales O_i and
-writes O_i, l_i, m_i back. As in tilesim's Triton kernel (kernels/flash_v1.py),
-the running O lives in an fp32 HBM workspace ``Acc`` (rounding it to fp16 on
-each of the T_c round trips would lose accuracy the algorithm does not lose),
-the CTA itself first initialises Acc = 0, l = 0, m = -inf (line 2 of the
-algorithm), and the last K/V block a Q block sees also writes its O, in the
-output type. HBM traffic is Theta(N^2 d^2 / M): Acc is read and written once
-per K/V block (T_c = N / B_c times), and B_c ~ M / 4d.
+Both walk the K/V blocks j in the outer loop and Q in the inner loop, and keep
+the partial output in an fp32 HBM workspace ``Acc`` between K/V blocks (rounding
+it to fp16 on every round trip would lose accuracy the algorithm does not): HBM
+traffic Theta(N^2 d^2 / M), Acc read and written once per K/V block.
 
-Tiles come from the config (block_m = B_r, block_n = B_c). Causal: the inner
-loop of block j starts at the first Q block that sees any of its columns
-(blocks fully above the diagonal are skipped); the blocks straddling the
-diagonal pay the mask. K/V blocks no query sees are not loaded.
+``config.v1_kernel == "released"`` (`released`): the released FlashAttention-1
+kernel (flash-attn 1.0.x; docs/fa1.md). Grid (bh, z): ``num_splits`` CTAs per
+head, CTA z taking the 16-row Q steps z, z+S, z+2S, ... of every K/V block. The
+block (block_n keys) stays on chip while the CTA walks its steps; its keys are
+split across ``split_k_warps`` warps, which combine their row maxima, sums and
+partial outputs through shared memory each step. The first K/V block writes
+Acc and the log-sum-exp without reading them; the last a row sees writes O alone.
+Q, Acc and LSE of the next step load during this one (``num_stages`` 2).
+
+``"algorithm1"``: the paper's Algorithm 1 as written. One CTA per (batch, head):
+the grid has only B*H CTAs, so a small batch leaves SMs idle — the limitation v2
+removed. The inner loop walks Q blocks i and, every step, loads Q_i, O_i, l_i,
+m_i from HBM, computes S_ij = Q_i K_j^T, the online-softmax statistics, P~_ij
+V_j, rescales O_i and writes O_i, l_i, m_i back. As in tilesim's Triton kernel
+(kernels/flash_v1.py) the CTA itself first initialises Acc = 0, l = 0, m = -inf
+(line 2 of the algorithm), and the last K/V block a Q block sees also writes its
+O, in the output type. Tiles come from the config (block_m = B_r, block_n = B_c).
+
+Causal (both): the inner loop of block j starts at the first Q block (step) that
+sees any of its columns (blocks fully above the diagonal are skipped); the blocks
+straddling the diagonal pay the mask. K/V blocks no query sees are not loaded.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..hwmodels.gpu import GPU
-from .config import smem_bytes
+from .config import smem_bytes, v1_released_fp32_per_cta
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
 from .tiles import (
     FLASH_FP32_PER_MASKED_SCORE,
@@ -76,6 +85,8 @@ def walk(w: Workload) -> Walk:
 
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    if config.v1_kernel == "released":
+        return released(workload, config, gpu)
     w, c = workload, config
     p = params(w, c)
     dtype = w.dtype
@@ -161,6 +172,112 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     return Trace(
         algo="v1",
         tensors=tuple(tensors),
+        launches=(launch,),
+        params=p,
+        workload=w.to_dict(),
+        config=c.to_dict(),
+    )
+
+
+class Steps(NamedTuple):
+    """The released kernel's loops (shared with its backward): expressions over the
+    outer K/V block j, the inner step i and the CTA's split z."""
+
+    q: str  # Q step (16-row block) of inner step i
+    outer_trips: str  # K/V blocks
+    inner_trips: str  # this CTA's steps in K/V block j
+    masked: str  # 1 for a step that straddles block j's diagonal, else 0
+    is_last: str  # 1 on the last K/V block step q sees, else 0
+
+
+def steps(w: Workload) -> Steps:
+    """CTA z takes the steps q = z (mod S) of each block: q = first + S*i."""
+    if not w.causal:
+        return Steps("z + S*i", "T_c", "cdiv(T_r - z, S)", "0", "min(1, max(0, j - (T_c - 2)))")
+    begin = "block_n*j//block_m"  # the first step that reaches column block j
+    first = f"({begin} + (z - {begin}) % S)"
+    q = f"{first} + S*i"
+    return Steps(
+        q,
+        "min(T_c, cdiv(N_q, block_n))",
+        f"cdiv(T_r - {first}, S)",
+        f"min(1, max(0, {begin} + block_n//block_m - ({q})))",
+        f"min(1, max(0, j - ({causal_kv_blocks(f'({q})')} - 2)))",
+    )
+
+
+def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    """The released FlashAttention-1 forward (see the module docstring)."""
+    w, c = workload, config
+    p = dict(params(w, c), S=c.num_splits)
+    dtype = w.dtype
+    wk = c.split_k_warps
+    q, outer_trips, inner_trips, masked, is_last = steps(w)
+    r, n = rows(f"({q})"), cols("j")
+    tile = ("bh", q)
+    first_read = "min(1, j)"  # the first K/V block reads no Acc, no LSE
+    mask = f" + {masked}*{times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if w.causal else ""
+    inner = (
+        Load("q", "Q", tile, f"{r}*d*e"),
+        Load("o", "Acc", tile, f"{r}*d*{FP32_BYTES}*{first_read}"),
+        Load("lse", "LSE", tile, f"{r}*{FP32_BYTES}*{first_read}"),
+        # -- S = Q K_j^T: each warp its block_n / split_k_warps keys ---------------
+        # The operands come from shared memory every step (ldmatrix): each warp its
+        # copy of Q (written there first) and its slice of K_j (the compiled sm_90
+        # kernel: 36 LDSM per warp and step at d = 64, with V_j's below); then the
+        # warps meet there for the row max and sum.
+        Mma(r, n, "d", dtype, deps=("q", "kj")),
+        Vector(
+            exp=f"{r}*{n}",
+            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}{mask}",
+            smem=f"2*{wk}*{r}*d*e + {n}*d*e + {through_smem(f'2*{wk}*{r}*{FP32_BYTES}')}",
+        ),
+        # -- each warp's partial P V_j (its slice of V_j), summed through shared memory --
+        Mma(r, "d", n, dtype, deps=("vj",)),
+        # -- O = (e^(lse - m) O + P V) / l, lse = m + log(l); the O loaded and the O
+        # stored by plain loads and stores change layout through shared memory -----------
+        Vector(
+            fp32=f"{r}*d*{wk - 1 + V1_FP32_PER_O_STEP} + {times(r, V1_FP32_PER_ROW_STEP)}",
+            smem=f"{n}*d*e + {through_smem(f'({wk} + 2)*{r}*d*{FP32_BYTES}')}",
+            deps=("o", "lse"),
+        ),
+        Store("Acc", tile, f"{r}*d*{FP32_BYTES}*(1 - {is_last})"),
+        Store("O", tile, f"{r}*d*e_o*{is_last}"),
+        Store("LSE", tile, f"{r}*{FP32_BYTES}"),
+    )
+    program = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Loop(
+                        "j",
+                        outer_trips,
+                        (
+                            Load("kj", "K", ("bh", "j"), f"{n}*d*e"),
+                            Load("vj", "V", ("bh", "j"), f"{n}*d*e"),
+                            Loop("i", inner_trips, inner, prefetch=c.num_stages - 1),
+                        ),
+                    ),
+                ),
+                c.num_warps,
+            ),
+        )
+    )
+    threads = c.num_warps * 32
+    launch = Launch(
+        name="flash_v1",
+        grid=(("bh", w.batch * w.heads), ("z", c.num_splits)),
+        program=program,
+        smem_bytes=smem_bytes("v1", w, c),
+        threads=threads,
+        regs_per_thread=regs_estimate(v1_released_fp32_per_cta(w, c), threads),
+        mma_path=c.mma_path,
+    )
+    acc = TensorSpec("Acc", (w.batch, w.heads, w.seqlen_q, w.head_dim), "fp32")
+    return Trace(
+        algo="v1",
+        tensors=tuple(qkvo_tensors(w) + [acc, row_stat("LSE", w)]),
         launches=(launch,),
         params=p,
         workload=w.to_dict(),

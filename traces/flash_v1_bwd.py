@@ -1,9 +1,26 @@
-"""FlashAttention v1 backward as the paper's Algorithm 4 writes it.
+"""FlashAttention v1 backward: the released kernel's structure (the default) and Algorithm 4.
 
-One CTA per (batch, head), as the forward. The forward kept O and the row
-statistics l, m; the backward recomputes P. The outer loop walks K/V blocks j:
-K_j and V_j are loaded once and dK_j, dV_j accumulate on chip. The inner loop
-walks Q blocks i and every step loads Q_i, O_i, dO_i, dQ_i, l_i, m_i, then
+``config.v1_kernel == "released"`` (`released`; docs/fa1.md): the structure of the
+released FlashAttention-1 backward, in three launches:
+
+1. ``v1_bwd_preprocess``: D = rowsum(dO * O) and dQacc = 0, grid (128-row blocks, bh)
+   (the released ``fmha_bwd_dot_do_o_kernel``'s grid, and its ``dq_tmp.zero_()``).
+2. ``flash_v1_bwd``: grid (bh, z), ``num_splits`` CTAs per head; CTA z takes the K/V
+   blocks z, z+S, ... (S = 1 or every block on its own CTA, by the released
+   heuristic). K_j and V_j stay on chip and dK_j, dV_j accumulate there; the keys
+   are split across ``split_k_warps`` warps, each owning its keys' rows of dK and dV.
+   The loop over 16-row Q steps loads Q, dO, LSE, D (the next step's during this
+   one) and runs S = Q K_j^T, P = exp(S*scale - LSE), dV += P^T dO, dP = dO V_j^T,
+   dS = P * (dP - D), dK += dS^T Q, and dQ = scale * dS K_j, whose per-warp partials
+   meet in shared memory and are added to the fp32 dQacc in L2 (atomic adds: a
+   read-modify-write of 16 x d fp32 per step, as the released kernel's dq_tmp).
+3. ``v1_bwd_dq``: dQ = dQacc in the input type (the released ``dq.copy_(dq_tmp)``).
+
+``"algorithm1"``: the paper's Algorithm 4 as written. One CTA per (batch, head), as
+the forward. The forward kept O and the row statistics l, m; the backward
+recomputes P. The outer loop walks K/V blocks j: K_j and V_j are loaded once and
+dK_j, dV_j accumulate on chip. The inner loop walks Q blocks i and every step loads
+Q_i, O_i, dO_i, dQ_i, l_i, m_i, then
 
   S_ij = Q_i K_j^T;  P_ij = diag(l_i)^-1 exp(S_ij*scale - m_i)
   dV_j += P_ij^T dO_i
@@ -11,21 +28,22 @@ walks Q blocks i and every step loads Q_i, O_i, dO_i, dQ_i, l_i, m_i, then
   dQ_i += scale * dS_ij K_j   (written back to HBM every inner step)
   dK_j += dS_ij^T Q_i
 
-and after the inner loop writes dK_j (times scale) and dV_j. As the forward's
-fp32 ``Acc`` workspace, dQ accumulates in an fp32 HBM workspace ``dQacc`` (a
-read-modify-write every inner step: rounding it to fp16 T_c times would lose
-accuracy), which the CTA first sets to zero (Algorithm 4, line 5); the last K/V
-block a Q block sees also writes dQ in the input type. D_i is recomputed every
-inner step (Algorithm 4 line 19), FP32 work only.
+and after the inner loop writes dK_j (times scale) and dV_j. dQ accumulates in an
+fp32 HBM workspace ``dQacc`` (a read-modify-write every inner step), which the CTA
+first sets to zero (Algorithm 4, line 5); the last K/V block a Q block sees also
+writes dQ in the input type. D_i is recomputed every inner step (line 19).
 
-Causal, as the forward: the inner loop of block j starts at the first Q block
-that sees any of its columns; the blocks straddling the diagonal pay the mask;
-K/V blocks no query sees are skipped.
+Causal (both), as the forward: the inner loop of block j starts at the first Q block
+(step) that sees any of its columns; those straddling the diagonal pay the mask.
+Algorithm 4 skips the K/V blocks no query sees; the released kernel's CTA stores
+zeros for them.
 
-Closed forms (non-causal; T_c = cdiv(N_kv, block_n), exact with partial tiles):
+Closed forms of Algorithm 4 (non-causal; T_c = cdiv(N_kv, block_n), exact with
+partial tiles):
 
 * matmul FLOPs: five GEMMs per (i, j) pair (S, dV, dP, dQ, dK), nothing
-  recomputed twice: 10·B·H·N_q·N_kv·d = 2.5x the forward's 4·B·H·N_q·N_kv·d.
+  recomputed twice: 10·B·H·N_q·N_kv·d = 2.5x the forward's 4·B·H·N_q·N_kv·d
+  (the released kernel's too).
 * exponentials: B·H·N_q·N_kv.
 * HBM bytes, no reuse, Theta(N^2 d^2 / M) (T_c = N / B_c, B_c ~ M / 4d), dominated
   by the fp32 dQ round trips (2·4 bytes per element per K/V block):
@@ -36,7 +54,7 @@ Closed forms (non-causal; T_c = cdiv(N_kv, block_n), exact with partial tiles):
 from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
-from .config import backward_smem_bytes
+from .config import backward_smem_bytes, v1_released_fp32_per_cta
 from .flash_v1 import walk
 from .flash_v2_bwd import backward_tensors
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
@@ -44,6 +62,8 @@ from .tiles import (
     BWD_FP32_PER_D_ELEM,
     BWD_FP32_PER_GRAD_SCALE,
     BWD_FP32_PER_SCORE_DS,
+    BWD_FP32_PER_SCORE_P,
+    FLASH_FP32_PER_MASKED_SCORE,
     FP32_BYTES,
     V1_BWD_FP32_PER_DQ_STEP,
     V1_BWD_FP32_PER_ROW_STEP,
@@ -60,6 +80,8 @@ from .workload import KernelConfig, Workload
 
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    if config.v1_kernel == "released":
+        return released(workload, config, gpu)
     w, c = workload, config
     p = params(w, c)
     dtype = w.dtype
@@ -159,6 +181,141 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         algo="v1",
         tensors=tuple(tensors),
         launches=(launch,),
+        params=p,
+        workload=w.to_dict(),
+        config=c.to_dict(),
+    )
+
+
+PREPROCESS_ROWS = 128  # rows per CTA of the D / dQacc launch (the released grid_dot)
+
+
+def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    """The released FlashAttention-1 backward (see the module docstring)."""
+    w, c = workload, config
+    p = dict(params(w, c), S=c.num_splits)
+    bh = w.batch * w.heads
+    dtype = w.dtype
+    wk = c.split_k_warps
+    threads = c.num_warps * 32
+    jb = "(z + S*j)"  # this CTA's j-th K/V block
+    n = cols(jb)
+    if w.causal:
+        begin = f"block_n*{jb}//block_m"  # the first Q step that sees block jb
+        q = f"({begin} + i)"
+        inner_trips = f"T_r - {begin}"
+        masked = "min(1, max(0, block_n//block_m - i))"
+    else:
+        q, inner_trips, masked = "i", "T_r", "0"
+    r = rows(q)
+    tile = ("bh", q)
+    mask = f" + {masked}*{times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if w.causal else ""
+    inner = (
+        Load("q", "Q", tile, f"{r}*d*e"),
+        Load("do", "dO", tile, f"{r}*d*e"),
+        Load("lse", "LSE", tile, f"{r}*{FP32_BYTES}"),
+        Load("dd", "D", tile, f"{r}*{FP32_BYTES}"),
+        # the atomic adds below read dQacc's lines into L2 (nobody waits for them)
+        Load("dqr", "dQacc", tile, f"{r}*d*{FP32_BYTES}"),
+        # -- S = Q K_j^T, P = exp(S*scale - LSE); the operands from shared memory, every
+        # warp its copy of Q (written there first) and its slice of K_j; P^T to dV's A
+        # operand there ------------------------------------------------------------------
+        Mma(r, n, "d", dtype, deps=("q", "kj")),
+        Vector(
+            exp=f"{r}*{n}",
+            fp32=f"{r}*{n}*{BWD_FP32_PER_SCORE_P}{mask}",
+            smem=f"2*{wk}*{r}*d*e + {n}*d*e + {through_smem(f'{r}*{n}*e')}",
+            deps=("lse",),
+        ),
+        # -- dV_j += P^T dO (each warp its keys' rows); dP = dO V_j^T ----------------
+        Mma(n, "d", r, dtype, deps=("do",)),
+        Mma(r, n, "d", dtype, deps=("vj",)),
+        # -- dS = P * (dP - D); dS^T to dK's A operand ---------------------------------
+        Vector(
+            fp32=f"{r}*{n}*{BWD_FP32_PER_SCORE_DS}",
+            smem=f"2*{wk}*{r}*d*e + {n}*d*e + {through_smem(f'{r}*{n}*e')}",
+            deps=("dd",),
+        ),
+        # -- dK_j += dS^T Q; dQ = dS K_j, the warps' partials summed in shared memory ---
+        Mma(n, "d", r, dtype),
+        Mma(r, "d", n, dtype),
+        Vector(
+            fp32=f"{r}*d*{wk}",
+            smem=f"{n}*d*e + {through_smem(f'{wk}*{r}*d*{FP32_BYTES}')}",
+        ),
+        Store("dQacc", tile, f"{r}*d*{FP32_BYTES}"),
+    )
+    main = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Loop(
+                        "j",
+                        "cdiv(T_c - z, S)",
+                        (
+                            Load("kj", "K", ("bh", jb), f"{n}*d*e"),
+                            Load("vj", "V", ("bh", jb), f"{n}*d*e"),
+                            Loop("i", inner_trips, inner, prefetch=c.num_stages - 1),
+                            Vector(fp32=times(f"{n}*d", BWD_FP32_PER_GRAD_SCALE)),
+                            Store("dK", ("bh", jb), f"{n}*d*e"),
+                            Store("dV", ("bh", jb), f"{n}*d*e"),
+                        ),
+                    ),
+                ),
+                c.num_warps,
+            ),
+        )
+    )
+    pre_rows = f"min({PREPROCESS_ROWS}, N_q - {PREPROCESS_ROWS}*m)"
+    pre_tile = ("bh", "m", PREPROCESS_ROWS)  # 128-row tiles, not the 16-row steps
+    preprocess = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Load("o", "O", pre_tile, f"{pre_rows}*d*e_o"),
+                    Load("do", "dO", pre_tile, f"{pre_rows}*d*e"),
+                    Vector(fp32=f"{pre_rows}*d*{BWD_FP32_PER_D_ELEM}", deps=("o", "do")),
+                    Store("D", pre_tile, f"{pre_rows}*{FP32_BYTES}"),
+                    Store("dQacc", pre_tile, f"{pre_rows}*d*{FP32_BYTES}"),
+                ),
+                c.num_warps,
+            ),
+        )
+    )
+    convert = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Load("dq", "dQacc", pre_tile, f"{pre_rows}*d*{FP32_BYTES}"),
+                    Store("dQ", pre_tile, f"{pre_rows}*d*e", deps=("dq",)),
+                ),
+                c.num_warps,
+            ),
+        )
+    )
+    row_grid = (("m", -(-w.seqlen_q // PREPROCESS_ROWS)), ("bh", bh))
+    row_regs = regs_estimate(2 * PREPROCESS_ROWS * w.head_dim, threads)
+    launches = (
+        Launch("v1_bwd_preprocess", row_grid, preprocess, 0, threads, row_regs, c.mma_path),
+        Launch(
+            name="flash_v1_bwd",
+            grid=(("bh", bh), ("z", c.num_splits)),
+            program=main,
+            smem_bytes=backward_smem_bytes("v1", w, c),
+            threads=threads,
+            regs_per_thread=regs_estimate(v1_released_fp32_per_cta(w, c), threads),
+            mma_path=c.mma_path,
+        ),
+        Launch("v1_bwd_dq", row_grid, convert, 0, threads, row_regs, c.mma_path),
+    )
+    dq_acc = TensorSpec("dQacc", (w.batch, w.heads, w.seqlen_q, w.head_dim), "fp32")
+    return Trace(
+        algo="v1",
+        tensors=tuple(backward_tensors(w) + [dq_acc, row_stat("LSE", w)]),
+        launches=launches,
         params=p,
         workload=w.to_dict(),
         config=c.to_dict(),

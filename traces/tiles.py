@@ -167,20 +167,22 @@ V1_BWD_FP32_PER_DQ_STEP = 2  # dQ_i(HBM) + scale * (dS K_j): one FMA per element
 STANDARD_BWD_FP32_PER_SCORE_SOFTMAX = 4
 
 
-def kept_bytes(algo: str, workload: Workload) -> int:
+def kept_bytes(algo: str, workload: Workload, config: KernelConfig | None = None) -> int:
     """Bytes the forward keeps in HBM for the backward, besides Q, K, V themselves.
 
     Standard attention keeps the probabilities P (N_q x N_kv, input dtype) — its
     backward reads them instead of recomputing; FlashAttention keeps only O and
-    per-row softmax statistics and recomputes P tile by tile: v2/v3 one fp32
-    log-sum-exp per row, v1 (Algorithm 2/4) the row max m and sum l.
+    per-row softmax statistics and recomputes P tile by tile: one fp32 log-sum-exp
+    per row (v2, v3 and the released v1, the default ``config``), or the row max m and
+    sum l (v1's Algorithm 2/4).
     """
     w = workload
     rows_total = w.batch * w.heads * w.seqlen_q
     if algo == "standard":
         return rows_total * w.seqlen_kv * w.elem_bytes
     o = rows_total * w.head_dim * output_bytes(w)
-    stats = 2 if algo == "v1" else 1
+    algorithm1 = config is not None and config.v1_kernel == "algorithm1"
+    stats = 2 if algo == "v1" and algorithm1 else 1
     return o + stats * rows_total * FP32_BYTES
 
 

@@ -253,6 +253,8 @@ def bench_graph_s(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> 
 
     import torch
 
+    if not torch.cuda.is_available():
+        return None
     try:
         fn()  # compiled and warm before the capture
         side = torch.cuda.Stream()

@@ -88,7 +88,14 @@ def test_v1_v2_numbers_equal_the_engine(story):
     assert n1["score_traffic_bytes"] == 0
     assert n2["time_s"] == p2.time_s and n2["v1_time_s"] == p1.time_s
     assert n2["speedup_vs_standard"] == s.time_s / p2.time_s
-    assert n2["v1_ctas"] == B * H  # one CTA per (batch, head)
+    # num_splits CTAs per (batch, head), each head's Q steps dealt over them
+    cfg1 = default_config("v1", w, gpu)
+    assert n2["v1_ctas"] == B * H * cfg1.num_splits and cfg1.num_splits > 1
+    assert n2["v1_split_k_warps"] == cfg1.split_k_warps == 4
+    # the paper's Algorithm 1, predicted beside it: one CTA per (batch, head)
+    a1 = _sim(gpu, "v1", w, named_config("fa1-algorithm1", "v1", w, gpu))
+    assert n1["algorithm1_time_s"] == a1.time_s and n1["algorithm1_ctas"] == B * H
+    assert n1["released_speedup_vs_algorithm1"] == a1.time_s / p1.time_s
     assert n2["v2_ctas"] == B * H * -(-N // default_config("v2", w, gpu).block_m)
     c1, c2 = counters(build("v1", w, gpu)), counters(build("v2", w, gpu))
     assert (n2["v1_fp32_ops"], n2["v2_fp32_ops"]) == (c1.fp32_ops, c2.fp32_ops)

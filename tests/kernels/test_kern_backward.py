@@ -90,6 +90,19 @@ def test_other_tiles(algo, config, device):
     _check(algo, (1, 1, 70, 90, 64), True, torch.float16, device, config)
 
 
+RELEASED = KernelConfig(16, 32, 2, 2, v1_kernel="released", split_k_warps=2)
+
+
+@pytest.mark.parametrize(
+    ("splits", "shape", "causal"),
+    [(1, SHAPES[0], False), (2, SHAPES[1], True), (3, SHAPES[2], True)],
+    ids=["one-cta-per-head", "nq>nk-d128-causal", "nq<nk-causal"],
+)
+def test_v1_released_gradients_match_autograd(splits, shape, causal, device):
+    runs = _check("v1", shape, causal, torch.float16, device, RELEASED.replace(num_splits=splits))
+    assert [n for n, _ in runs] == ["v1_bwd_preprocess", "v1_bwd", "v1_bwd_dq"]
+
+
 def test_d256(device):
     _check("v2", (1, 1, 40, 24, 256), True, torch.float16, device, KernelConfig(16, 16, 4, 1))
 

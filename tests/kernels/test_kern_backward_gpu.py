@@ -32,9 +32,9 @@ def _inputs(shape, dtype, seed):
     return q, k, v, do
 
 
-def _check(algo, shape, causal, dtype, seed):
+def _check(algo, shape, causal, dtype, seed, config=None):
     q, k, v, do = _inputs(shape, dtype, seed)
-    grads, runs = K.backward_launches(q, k, v, do, causal=causal, algo=algo)
+    grads, runs = K.backward_launches(q, k, v, do, causal=causal, algo=algo, config=config)
     for g in grads:
         g.fill_(float("nan"))
     for _, run in runs:
@@ -60,6 +60,20 @@ def test_d128_default_config(algo, dtype, causal):
 def test_d64_and_partial_blocks(algo):
     _check(algo, (1, 4, 1000, 1000, 64), True, torch.float16, seed=11)
     _check(algo, (1, 4, 333, 777, 128), False, torch.float16, seed=12)
+
+
+@pytest.mark.parametrize("name", ["fa1", "fa1-algorithm1"])
+# few heads: the released kernel gives each K/V block a CTA; many: one CTA per head
+@pytest.mark.parametrize("heads", [4, 64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_v1_named_configs(name, heads, causal):
+    from tilesim.kernels._common import device_gpu
+    from tilesim.traces.config import named_config
+    from tilesim.traces.workload import Workload
+
+    w = Workload(1, heads, 1000, 1000, 64, causal=causal, pass_="bwd")
+    config = named_config(name, "v1", w, device_gpu(torch.device("cuda")))
+    _check("v1", (1, heads, 1000, 1000, 64), causal, torch.float16, seed=heads, config=config)
 
 
 @pytest.mark.parametrize("causal", [False, True])

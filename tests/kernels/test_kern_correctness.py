@@ -81,6 +81,29 @@ def test_v1_other_tiles(config, device):
     _check("v1", (1, 2, 100, 150, 64), True, torch.float16, device, config)
 
 
+# the released FlashAttention-1 structure at small tiles: 16-row Q steps, 2 warps splitting
+# 32-key blocks, Q rows of a head dealt over 1-3 programs, one step ahead or none
+RELEASED = [
+    KernelConfig(16, 32, 2, 2, v1_kernel="released", split_k_warps=2, num_splits=2),
+    KernelConfig(16, 32, 2, 1, v1_kernel="released", split_k_warps=2, num_splits=3),
+    KernelConfig(16, 64, 4, 2, v1_kernel="released", split_k_warps=4),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "shape", "causal"),
+    [
+        (RELEASED[0], (1, 2, 100, 150, 64), False),
+        (RELEASED[0], (1, 2, 100, 150, 64), True),
+        (RELEASED[1], (1, 1, 150, 100, 128), True),
+        (RELEASED[2], (2, 1, 70, 70, 64), False),
+    ],
+    ids=["splits2", "splits2-causal", "nq>nk-d128-causal", "4warps"],
+)
+def test_v1_released_matches_reference(config, shape, causal, device):
+    _check("v1", shape, causal, torch.float16, device, config)
+
+
 def test_d256(device):
     _check("v2", (1, 1, 40, 40, 256), True, torch.float16, device, KernelConfig(16, 16, 4, 1))
 

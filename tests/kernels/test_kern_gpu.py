@@ -13,7 +13,8 @@ from conftest import make_qkv, poisoned
 
 import tilesim.kernels as K
 from tilesim.errors import TilesimError
-from tilesim.traces.workload import KernelConfig
+from tilesim.traces.config import named_config
+from tilesim.traces.workload import KernelConfig, Workload
 
 torch = pytest.importorskip("torch")
 from tilesim.kernels.reference import reference  # noqa: E402
@@ -67,6 +68,19 @@ def test_other_head_dims(algo, d):
     if algo == "v3" and not _hopper():
         pytest.skip("v3 needs Hopper")
     _check(algo, (1, 4, 1024, 1024, d), True, torch.float16, seed=d)
+
+
+@pytest.mark.parametrize("name", ["fa1", "fa1-algorithm1"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_v1_named_configs(name, d, causal):
+    """The released FlashAttention-1 structure (with its splits) and Algorithm 1."""
+    from tilesim.kernels._common import device_gpu
+
+    shape = (1, 4, 1000, 1000, d)  # 4 heads: the released kernel splits their Q rows
+    w = Workload(1, 4, 1000, 1000, d, causal=causal)
+    config = named_config(name, "v1", w, device_gpu(torch.device("cuda")))
+    _check("v1", shape, causal, torch.float16, seed=d, config=config)
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -9,7 +9,16 @@ import pytest
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
-from tilesim.traces import KernelConfig, Workload, build, default_config, kept_bytes, load, save
+from tilesim.traces import (
+    KernelConfig,
+    Workload,
+    build,
+    default_config,
+    kept_bytes,
+    load,
+    named_config,
+    save,
+)
 from tilesim.traces.config import smem_bytes
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
@@ -126,7 +135,7 @@ def test_standard_bytes_closed_form(shape, h100):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_v1_bytes_closed_form_dominated_by_dq_round_trips(shape, h100):
     w = bwd(shape)
-    cfg = default_config("v1", w, h100)
+    cfg = named_config("fa1-algorithm1", "v1", w, h100)
     c = counters(build("v1", w, h100, cfg))
     bh, nq, nk, d, e = w.batch * w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim, w.elem_bytes
     t_c = cdiv(nk, cfg.block_n)
@@ -229,7 +238,7 @@ def test_kept_bytes_are_what_the_forward_writes_and_the_backward_reads(algo, cau
     rows = w.batch * w.heads * w.seqlen_q
     expected = {
         "standard": rows * w.seqlen_kv * 2,  # P, n x n
-        "v1": rows * w.head_dim * 2 + 2 * rows * 4,  # O + l + m
+        "v1": rows * w.head_dim * 2 + rows * 4,  # O + LSE (the released kernel)
         "v2": rows * w.head_dim * 2 + rows * 4,  # O + LSE
     }[algo]
     assert kept_bytes(algo, w) == expected
@@ -260,13 +269,14 @@ def test_fwd_bwd_is_the_forward_then_the_backward(algo, h100):
 
 
 def test_fwd_bwd_with_each_pass_default_runs_the_backward_as_built_alone(h100):
-    # v1 at d = 64: the forward's default tiles are 64 x 128, the backward's 64 x 64, so
-    # the backward's expressions are renamed (block_n_bwd, ...): every field of every
-    # op, the shared-memory bytes of a Vector too, must evaluate as in the backward alone
+    # v1 at d = 64: the forward's default splits the Q steps of a head over S CTAs, the
+    # backward its K/V blocks, so the backward's expressions are renamed (S_bwd): every
+    # field of every op, the shared-memory bytes of a Vector too, must evaluate as in
+    # the backward alone
     w = bwd((1, 2, 1024, 1024, 64), causal=True, pass_="fwd_bwd")
     both = build("v1", w, h100)
     back = build("v1", dataclasses.replace(w, pass_="bwd"), h100)
-    assert both.params["block_n"] != back.params["block_n"]
+    assert both.params["S"] != back.params["S"]
     i = len(both.launches) - len(back.launches)
     for cta in (0, 1):
         assert expand(both, i, cta) == expand(back, 0, cta)

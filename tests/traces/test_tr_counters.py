@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tilesim.traces.counters as counters_mod
-from tilesim.traces import KernelConfig, Workload, build, default_config
+from tilesim.traces import KernelConfig, Workload, build, default_config, named_config
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Load, Mma, Store, Vector
@@ -219,10 +219,34 @@ def v1_bytes(w: Workload, bm: int, bn: int) -> tuple[int, int]:
 @pytest.mark.parametrize("n", [1000, 4096])
 def test_v1_bytes_equal_formula(n, h100):
     w = Workload(2, 2, n, n, 64)
-    trace = build("v1", w, h100)
+    trace = build("v1", w, h100, named_config("fa1-algorithm1", "v1", w, h100))
     c = counters(trace)
     assert (c.no_reuse_read_bytes, c.no_reuse_write_bytes) == v1_bytes(
         w, trace.config["block_m"], trace.config["block_n"]
+    )
+
+
+def v1_released_bytes(w: Workload, bn: int, splits: int) -> tuple[int, int]:
+    """The released kernel, non-causal: K, V once per split of a head; per K/V block Q
+    read, and the fp32 O (Acc) and the LSE read on every block but the first and
+    written on every block but the last (which writes O); the LSE on every block."""
+    bh, e, n, d = w.batch * w.heads, w.elem_bytes, w.seqlen_q, w.head_dim
+    tc = cdiv(w.seqlen_kv, bn)
+    acc, lse = n * d * 4, n * 4
+    reads = bh * (splits * 2 * w.seqlen_kv * d * e + tc * n * d * e + (tc - 1) * (acc + lse))
+    writes = bh * ((tc - 1) * acc + tc * lse + n * d * e)
+    return reads, writes
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 1000, 1000, 64), (1, 3, 4096, 4096, 128)])
+def test_v1_released_bytes_equal_formula(shape, h100):
+    w = Workload(*shape)
+    trace = build("v1", w, h100)
+    cfg = trace.config
+    assert cfg["v1_kernel"] == "released" and cfg["block_m"] == 16 and cfg["num_splits"] > 1
+    c = counters(trace)
+    assert (c.no_reuse_read_bytes, c.no_reuse_write_bytes) == v1_released_bytes(
+        w, cfg["block_n"], cfg["num_splits"]
     )
 
 
@@ -274,6 +298,7 @@ def test_compulsory_bytes_per_algorithm(h100):
     s = 2 * 2 * 1024 * 1024 * 2
     stat = 2 * 2 * 1024 * 4
     c = {a: counters(build(a, w, h100)) for a in ALGOS}
+    c["v1"] = counters(build("v1", w, h100, named_config("fa1-algorithm1", "v1", w, h100)))
     # standard: S and P are written first, so no compulsory read of them
     assert c["standard"].compulsory_read_bytes == 3 * q
     assert c["standard"].compulsory_write_bytes == 2 * s + q

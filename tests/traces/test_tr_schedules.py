@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilesim.traces import KernelConfig, Workload, build, default_config
+from tilesim.traces import KernelConfig, Workload, build, default_config, named_config
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Arrive, Load, Loop, Mma, Store, Vector, Wait
 from tilesim.traces.occupancy import occupancy
@@ -134,9 +134,32 @@ def test_standard_is_three_launches_with_full_s_and_p(h100):
 # -- v1 ----------------------------------------------------------------------------------
 
 
-def test_v1_grid_is_batch_times_heads_and_reads_o_every_step(h100):
+def test_v1_released_walks_its_own_q_steps_of_every_kv_block(h100):
+    w = Workload(2, 3, 500, 512, 64)
+    config = default_config("v1", w, h100).replace(num_splits=3)
+    trace = build("v1", w, h100, config)
+    (main,) = trace.launches
+    assert main.grid == (("bh", 6), ("z", 3))
+    tr, tc = cdiv(500, 16), 512 // config.block_n
+    seen = []
+    for z in range(3):
+        flat = expand(trace, 0, 6 * z + 4)  # grid order: bh fastest
+        loads = [f.op for f in flat if isinstance(f.op, Load)]
+        q_steps = [op.tile[1] for op in loads if op.tensor == "Q"]
+        assert q_steps == list(range(z, tr, 3)) * tc  # the steps z, z+3, ... of each block
+        seen += q_steps[: len(q_steps) // tc]
+        # the first block reads no O and no LSE; the last writes O instead of Acc
+        acc_reads = [op for op in loads if op.tensor == "Acc" and op.nbytes]
+        assert len(acc_reads) == len(q_steps) - len(q_steps) // tc
+        stores = [f.op for f in flat if isinstance(f.op, Store) and f.op.nbytes]
+        assert sum(op.tensor == "O" for op in stores) == len(q_steps) // tc
+        assert sum(op.tensor == "Acc" for op in stores) == len(acc_reads)
+    assert sorted(seen) == list(range(tr))  # the splits cover every step once
+
+
+def test_v1_algorithm1_grid_is_batch_times_heads_and_reads_o_every_step(h100):
     w = Workload(2, 3, 512, 512, 64)
-    trace = build("v1", w, h100)
+    trace = build("v1", w, h100, named_config("fa1-algorithm1", "v1", w, h100))
     (main,) = trace.launches  # the CTA initialises Acc, l, m itself (line 2)
     assert main.grid == (("bh", 6),)
     flat = expand(trace, 0, 4)

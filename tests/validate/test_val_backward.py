@@ -146,12 +146,18 @@ def test_measure_backward_records_parts_and_checks_first(monkeypatch, h200):
 
     monkeypatch.setattr(timing, "backward_run", backward_run)
     monkeypatch.setattr(timing, "check_grads", check)
+    def graph(run_, warmup, rep):
+        calls.append(("graph", run_))
+        return 1.5e-3
+
     monkeypatch.setattr(timing, "bench_repeat", repeat)
+    monkeypatch.setattr(timing, "bench_graph_s", graph)
     monkeypatch.setattr(timing, "bench_parts", lambda r, a, b: {n: 1e-3 for n, _ in r})
     errors = [4e-4, 0.5]
     row = run._measure(point, 0, 10, 40, torch, _Sampler())
     # the gradients are checked before anything is timed, on the kernel's own buffers
-    assert [c[0] for c in calls] == ["launches", "check", "time"]
+    assert [c[0] for c in calls] == ["launches", "check", "time", "graph"]
+    assert row["time_graph_s"] == 1.5e-3
     assert calls[0] == ("launches", "v2", "do", False, point.config)
     assert calls[1] == ("check", "run", grads)
     assert row["status"] == "ok" and row["time_s"] == 2e-3 and row["rel_error"] == 4e-4

@@ -92,7 +92,8 @@ ConfigOpt = Annotated[
         help="A named schedule: "
         + ", ".join(config_names())
         + " (fa3: FlashAttention-3's ping-pong; fa2 = sdpa-flash: FlashAttention-2's CUDA "
-        "tiles; fa1-algorithm1: the paper's Algorithm 1) [default: what tilesim's kernels "
+        "tiles; fa1: the released FlashAttention-1 kernel; fa1-algorithm1: the paper's "
+        "Algorithm 1) [default: what tilesim's kernels "
         "run]; the tile options change it further.",
         show_default=False,
     ),
