@@ -6,7 +6,11 @@ BIN    := $(VENV)/bin
 # interpreter runs the kernels on the CPU with it (no CUDA needed).
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint bench clean
+# The kernel profile is compiled by the Triton it describes (profiles/sm90a-triton-3.6.json:
+# Triton 3.6, the GPU machines'), on the CPU: point PROFILE_PYTHON at a Python that has it.
+PROFILE_PYTHON ?= $(BIN)/python
+
+.PHONY: demo test lint bench clean profile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +37,9 @@ test: $(VENV)/.all
 lint: $(VENV)/.all
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+profile:
+	$(PROFILE_PYTHON) -m tilesim.validate.profile --out profiles/sm90a-triton-3.6.json
 
 bench: $(VENV)/.core
 	$(BIN)/python -m tilesim.simulator.bench

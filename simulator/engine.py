@@ -231,5 +231,8 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         launches=tuple(launches),
         sim_events=events,
         sim_wall_s=wall,
+        estimated_launches=tuple(
+            {"launch": x.name, "why": x.estimated} for x in trace.launches if x.estimated
+        ),
         timeline=tl,
     )

@@ -9,6 +9,10 @@ when kernel-launch overhead is most of the time, ``latency`` when no resource
 is busy even half of the time (the run waits on dependencies and latencies,
 not on a throughput), else the most utilised resource.
 
+``estimated_launches`` names the launches whose registers, spills and issue
+cycles are the trace generator's estimate rather than the compiled kernel's (the
+kernel profile had no entry for them), each with why.
+
 ``sim_wall_s`` is how long the simulation took on this computer; it is the one
 field that differs between two runs of the same input, so it is left out of
 equality (``==``) and of `fingerprint`.
@@ -79,6 +83,9 @@ class Prediction:
     sim_events: int
     sim_wall_s: float = field(compare=False)
     schema_version: int = SCHEMA_VERSION
+    # launches whose registers, spills and issue cycles are the trace generator's
+    # estimate, not the kernel profile's: {"launch": name, "why": reason}, in order
+    estimated_launches: tuple = ()
     timeline: object = field(default=None, compare=False, repr=False)  # Timeline or None
 
     @property
@@ -99,6 +106,8 @@ class Prediction:
             value = getattr(self, f.name)
             if f.name == "launches":
                 value = [lp.to_dict() for lp in value]
+            elif f.name == "estimated_launches":
+                value = [dict(x) for x in value]
             out[f.name] = value
         return out
 
@@ -121,4 +130,5 @@ class Prediction:
 
             raise TilesimError(f"prediction schema_version {version!r} is not {SCHEMA_VERSION}")
         d["launches"] = tuple(LaunchPrediction(**lp) for lp in d["launches"])
+        d["estimated_launches"] = tuple(dict(x) for x in d.get("estimated_launches", ()))
         return cls(**d)

@@ -1,9 +1,11 @@
 """Tile schedules of the four attention algorithms, as traces the engine replays.
 
-``build(algo, workload, gpu, config=None) -> Trace`` picks the generator from
-``ALGORITHMS``; ``counters.counters(trace)`` counts its work; ``expand.expand``
-unrolls one CTA; ``files.save`` / ``files.load`` read and write ``*.trace.json``
-and ``files.validate(trace, gpu)`` checks a trace against a GPU.
+``build(algo, workload, gpu, config=None, profile=...) -> Trace`` picks the
+generator from ``ALGORITHMS`` and gives each launch its compiled facts from the
+kernel profile (``compiled.py``; the GPU architecture's by default);
+``counters.counters(trace)`` counts its work; ``expand.expand`` unrolls one CTA;
+``files.save`` / ``files.load`` read and write ``*.trace.json`` and
+``files.validate(trace, gpu)`` checks a trace against a GPU.
 
 ``workload.pass_`` picks the pass: "fwd" the forward generators, "bwd" the
 backward ones in ``BACKWARD`` (``standard_bwd``, ``flash_v1_bwd``,
@@ -23,12 +25,12 @@ import dataclasses
 
 from ..hwmodels.gpu import GPU
 from . import (
+    compiled,
     flash_v1,
     flash_v1_bwd,
     flash_v2,
     flash_v2_bwd,
     flash_v3,
-    registers,
     standard,
     standard_bwd,
 )
@@ -63,9 +65,21 @@ ALGORITHMS = {"standard": standard, "v1": flash_v1, "v2": flash_v2, "v3": flash_
 BACKWARD = {"standard": standard_bwd, "v1": flash_v1_bwd, "v2": flash_v2_bwd}
 
 
-def build(algo: str, workload: Workload, gpu: GPU, config: KernelConfig | None = None) -> Trace:
-    """The trace of ``algo`` on ``workload`` for ``gpu`` (``config`` None: the default)."""
+def build(
+    algo: str,
+    workload: Workload,
+    gpu: GPU,
+    config: KernelConfig | None = None,
+    profile=compiled.DEFAULT,
+) -> Trace:
+    """The trace of ``algo`` on ``workload`` for ``gpu`` (``config`` None: the default).
+
+    ``profile``: the kernel profile whose compiled facts (registers, spills, issue
+    cycles) the launches take; by default the GPU architecture's, None for none (every
+    launch then keeps the generator's estimate, marked as such).
+    """
     check_algo(algo, workload, gpu)
+    facts = compiled.resolve(profile, gpu)
     if workload.pass_ == "fwd_bwd":
         fwd_w = dataclasses.replace(workload, pass_="fwd")
         bwd_w = dataclasses.replace(workload, pass_="bwd")
@@ -73,14 +87,17 @@ def build(algo: str, workload: Workload, gpu: GPU, config: KernelConfig | None =
         bwd_c = config or default_config(algo, bwd_w, gpu)
         check_fits(algo, fwd_w, fwd_c, gpu)
         check_fits(algo, bwd_w, bwd_c, gpu)
-        fwd = registers.apply(algo, fwd_w, fwd_c, ALGORITHMS[algo].build(fwd_w, fwd_c, gpu))
-        bwd = registers.apply(algo, bwd_w, bwd_c, BACKWARD[algo].build(bwd_w, bwd_c, gpu))
+        fwd = ALGORITHMS[algo].build(fwd_w, fwd_c, gpu)
+        bwd = BACKWARD[algo].build(bwd_w, bwd_c, gpu)
+        fwd = compiled.apply(algo, fwd_w, fwd_c, fwd, gpu, facts)
+        bwd = compiled.apply(algo, bwd_w, bwd_c, bwd, gpu, facts)
         return _concat(fwd, bwd, workload)
     if config is None:
         config = default_config(algo, workload, gpu)
     check_fits(algo, workload, config, gpu)
     generator = ALGORITHMS[algo] if workload.pass_ == "fwd" else BACKWARD[algo]
-    return registers.apply(algo, workload, config, generator.build(workload, config, gpu))
+    trace = generator.build(workload, config, gpu)
+    return compiled.apply(algo, workload, config, trace, gpu, facts)
 
 
 def _concat(fwd: Trace, bwd: Trace, workload: Workload) -> Trace:

@@ -18,10 +18,11 @@ Op kinds: load, store, mma, vector, wait, arrive, loop — their fields are thos
 of the `tilesim.traces.ir` dataclasses (``async`` for ``async_``); fields with
 defaults may be left out. So a user can write the schedule of a new kernel by
 hand. A launch may also carry ``spill_reload_covers`` (a list of cycles: the waits
-on register-spill reloads per step of its innermost MMA loop, `traces/registers.py`),
-and ``issue_per_step`` and ``issue_per_cta`` (4 cycle counts each, at 1-4 warps per
-scheduler: what its warps issue besides memory and MMAs per step of that loop and
-once per CTA; with them its vector ops only book their pipes, `simulator/sm.py`).
+on register-spill reloads per step of its innermost MMA loop, from the kernel
+profile), ``issue_per_step`` and ``issue_per_cta`` (4 cycle counts each, at 1-4 warps
+per scheduler: what its warps issue besides memory and MMAs per step of that loop and
+once per CTA; with them its vector ops only book their pipes, `simulator/sm.py`), and
+``estimated`` (why those facts are the generator's estimate, not the profile's).
 `load` checks every field (unknown keys too) and every expression, and
 evaluates every size for every CTA; a bad file is rejected with one line naming
 the field. `save` writes atomically: a temp file renamed into place.
@@ -126,6 +127,7 @@ _LAUNCH_KEYS = {
     "spill_reload_covers": False,
     "issue_per_step": False,
     "issue_per_cta": False,
+    "estimated": False,
 }
 _TOP_KEYS = {
     "format": True,
@@ -172,6 +174,7 @@ def _launch_to_dict(launch: Launch) -> dict:
             for name in ("spill_reload_covers", "issue_per_step", "issue_per_cta")
             if (value := getattr(launch, name))
         },
+        **({"estimated": launch.estimated} if launch.estimated else {}),
         "program": {
             "roles": [
                 {"name": r.name, "warps": r.warps, "ops": [_op_to_dict(op) for op in r.ops]}
@@ -293,6 +296,8 @@ def _launch(x, where: str) -> Launch:
         ops = _ops(role["ops"], f"{rw}.ops")
         roles.append(Role(_str(role["name"], f"{rw}.name"), ops, role["warps"]))
     optional = {k: x[k] for k in ("mma_path", "persistent_ctas") if k in x}
+    if "estimated" in x:
+        optional["estimated"] = _str(x["estimated"], f"{where}.estimated")
     for name in ("spill_reload_covers", "issue_per_step", "issue_per_cta"):
         if name in x:
             optional[name] = tuple(_list(x[name], f"{where}.{name}"))

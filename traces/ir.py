@@ -189,14 +189,17 @@ class Launch:
     persistent_ctas: int = 0  # >0: that many CTAs loop over the grid's work items (c, c+P, ...)
     # Per step of its innermost loop with an Mma: for each time a warp waits on register
     # spills reloaded from local memory, the cycles it issued for since the reloads went
-    # out (compiled SASS, traces/registers.py). Each wait costs an L2 round trip less that.
+    # out (compiled SASS, the kernel profile). Each wait costs an L2 round trip less that.
     spill_reload_covers: tuple[int, ...] = ()
     # The instructions its warps issue besides memory and MMA, from the compiled SASS
-    # (validate/issue.py, traces/registers.py), in cycles at k = 1..4 warps per scheduler:
+    # (validate/issue.py, the kernel profile), in cycles at k = 1..4 warps per scheduler:
     # per step of its innermost loop with an Mma, and once per CTA for the rest of the
     # kernel (for a kernel without such a loop, all of it). Empty: the Vector ops' costs.
     issue_per_step: tuple[float, ...] = ()
     issue_per_cta: tuple[float, ...] = ()
+    # Why its registers, spills and issue cycles are the generator's estimate ("" when
+    # they come from the kernel profile, or from the author of a hand-written trace).
+    estimated: str = ""
 
     @property
     def num_ctas(self) -> int:

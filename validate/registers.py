@@ -2,7 +2,7 @@
 and the SASS instructions of each of its loops.
 
 Occupancy needs the compiled register count, which only the compiler knows
-(``traces/registers.py``). Nsight Compute reads it for its few cases
+(the kernel profile, ``profiles/``). Nsight Compute reads it for its few cases
 (``validate/ncu.py``); this reads it for every kernel variant of the grid, from
 Triton's compiled kernel (``n_regs``, and ``n_spills``: the local memory per
 thread, where registers spill), without timing anything, with the instructions per
@@ -11,11 +11,13 @@ iteration costs). On the GPU machine::
 
     python3 -m tilesim.validate.registers --out validate/results/<date>-<gpu>-registers.json
 
-One case per distinct kernel variant (the key of ``traces.registers``): the
+One case per distinct kernel variant (``traces.compiled.variant_of``): the
 first grid point that compiles it. Each case lists its launches' kernels in the
 trace's launch order, as an ncu case does; a backward case's forward (run once
-inside ``backward_launches``) is not among them. ``tests/traces/test_tr_registers``
-keeps ``traces.registers.COMPILED_REGS`` equal to these files and the ncu ones.
+inside ``backward_launches``) is not among them. ``local_bytes_per_thread`` is
+Triton's ``n_spills``: the local memory in 4-byte words. The kernel profile,
+compiled on the CPU (``validate/profile.py``), must agree with these files
+(``tests/traces/test_tr_profile.py``).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def collect(log=print) -> list[dict]:
 
     from ..hwmodels import load_gpu
     from ..traces import build
-    from ..traces import registers as table
+    from ..traces.compiled import variant_of
     from . import sass
     from .grid import validate_grid
 
@@ -86,8 +88,8 @@ def collect(log=print) -> list[dict]:
     cases = []
     for p in validate_grid(gpu, passes=("fwd", "bwd")):
         keys = [
-            table.key(p.algo, p.workload, p.config, launch.name)
-            for launch in build(p.algo, p.workload, gpu, p.config).launches
+            variant_of(p.algo, p.workload, p.config, launch.name)
+            for launch in build(p.algo, p.workload, gpu, p.config, profile=None).launches
         ]
         if all(k in seen for k in keys):
             continue

@@ -231,6 +231,25 @@ def test_predict_backward_errors_are_one_line():
         assert text in result.stderr and result.stderr.count("\n") == 1
 
 
+def test_predict_says_which_launches_were_estimated(app):
+    """A config the kernel profile does not hold is estimated, in the JSON and the table."""
+    covered = json.loads(invoke(app, "predict", "--gpu", "h200", *SMALL, "--json").stdout)
+    assert covered["estimated_launches"] == []
+    custom = ["--gpu", "h200", *SMALL, "--block-n", "32"]
+    doc = json.loads(invoke(app, "predict", *custom, "--json").stdout)
+    assert doc["estimated_launches"] == [
+        {"launch": "flash_v2", "why": "no profile entry for this variant"}
+    ]
+    assert "estimated" in invoke(app, "predict", *custom).stdout
+    assert "estimated" not in invoke(app, "predict", "--gpu", "h200", *SMALL).stdout
+    ampere = json.loads(invoke(app, "predict", "--gpu", "a100", *SMALL, "--json").stdout)
+    assert ampere["estimated_launches"][0]["why"] == "no kernel profile for ampere GPUs"
+    none = ["--gpu", "h200", *SMALL, "--profile", "none", "--json"]
+    assert json.loads(invoke(app, "predict", *none).stdout)["estimated_launches"]
+    named = ["--gpu", "h200", *SMALL, "--profile", "sm90a-triton-3.6", "--json"]
+    assert json.loads(invoke(app, "predict", *named).stdout)["time_s"] == covered["time_s"]
+
+
 def test_predict_names_the_schedule_and_the_kernel_that_runs_it(app):
     args = ("predict", "--gpu", "h200", "--algo", "v3", *SMALL)
     default = json.loads(invoke(app, *args, "--json").stdout)

@@ -129,6 +129,7 @@ SCHEMA_KEYS = {
     "launches",
     "sim_events",
     "sim_wall_s",
+    "estimated_launches",
 }
 LAUNCH_KEYS = {
     "name",
@@ -161,6 +162,10 @@ def test_prediction_json_schema_is_stable():
     assert doc["time_s"] == pytest.approx(sum(lp["time_s"] for lp in doc["launches"]))
     assert doc["tflops"] == pytest.approx(doc["matmul_flops"] / doc["time_s"] / 1e12)
     assert doc["workload"]["seqlen_q"] == 512 and doc["config"]["block_m"] == 128
+    assert doc["estimated_launches"] == [
+        {"launch": name, "why": "no kernel profile for ampere GPUs"}
+        for name in ("qk", "softmax", "pv")
+    ]
     assert Prediction.from_dict(doc) == p
     assert p.to_json() == p.to_json()  # sorted keys: the same text every time
 

@@ -48,7 +48,7 @@ def test_round_trip_persistent(h100, tmp_path):
 
 
 def test_round_trip_spill_reloads_and_issue_cycles(gpus, tmp_path):
-    # v1's backward at d = 128 as compiled waits on reloaded spills (traces/registers.py),
+    # v1's backward at d = 128 as compiled waits on reloaded spills (the kernel profile),
     # and its issue cycles are known
     w = Workload(1, 2, 512, 512, 128, pass_="bwd")
     trace = build("v1", w, gpus["h200"], KernelConfig(64, 64, 8, 1, "wgmma"))

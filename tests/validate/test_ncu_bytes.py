@@ -31,10 +31,6 @@ KNOWN = {
     "model's L2 (warm from the dK/dV pass) predicts",
     ("v2", 4096, 128, "bwd_dkdv", "read"): "causal dK/dV pass: the model re-fetches Q/dO "
     "5.6% more than the GPU does",
-    ("v3", 1024, 128, "flash_v3", "read"): "fast fidelity only: with the calibrated "
-    "preset's timing (tensor launches at 0.907x the clock, 350-cycle CTA turnaround) its "
-    "extrapolated waves count 2.3% fewer K/V misses than detailed fidelity, which matches "
-    "the counters (v2's d=64 dK/dV showed the same kind of +6% at one step of this session)",
     ("v2", 4096, 128, "flash_v2", "read"): "fast fidelity only: its wave sampling "
     "extrapolates a measuring window whose K/V misses run 5.4% above the launch's; "
     "simulated whole (detailed fidelity) it is within 0.03% (the same artefact moved here "

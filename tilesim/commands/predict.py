@@ -20,9 +20,11 @@ from rich.table import Table
 
 from ..errors import TilesimError
 from ..hwmodels import GPU
+from ..profiles import load as load_profile
 from ..simulator import FIDELITIES, Prediction, simulate
 from ..simulator.timeline import DEFAULT_MAX_SMS
 from ..traces import build
+from ..traces.compiled import DEFAULT as DEFAULT_PROFILE
 from ..traces.config import check_algo, describe_config
 from ..traces.files import load
 from ..traces.workload import ALGOS, HEAD_DIMS, Workload
@@ -85,6 +87,15 @@ TimelineOpt = Annotated[
         dir_okay=False,
     ),
 ]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="Kernel profile (a JSON file or a packaged name; 'none': every launch estimated) "
+        "[default: the GPU architecture's].",
+        show_default=False,
+    ),
+]
 TimelineSmsOpt = Annotated[int, typer.Option("--timeline-sms", help="SMs drawn in the timeline.")]
 GanttOpt = Annotated[
     Path | None,
@@ -137,6 +148,7 @@ def predict_cmd(
     persistent: PersistentOpt = None,
     pingpong: PingpongOpt = None,
     warp_specialize: SpecializeOpt = None,
+    profile: ProfileOpt = None,
     fidelity: FidelityOpt = "fast",
     as_json: JsonOpt = False,
     timeline: TimelineOpt = None,
@@ -170,7 +182,7 @@ def predict_cmd(
         pingpong=pingpong,
         warp_specialize=warp_specialize,
     )
-    trace = build(algo, workload, hw, config)
+    trace = build(algo, workload, hw, config, profile=_profile(profile))
     schedule = describe_config(algo, workload, hw, config)
     _run_and_show(
         trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt, schedule
@@ -236,6 +248,13 @@ def _run_and_show(
         console.print(f"gantt: {gantt}")
 
 
+def _profile(name: str | None):
+    """``--profile``: the default (None), no profile ("none"), or the one named."""
+    if name is None:
+        return DEFAULT_PROFILE
+    return None if name == "none" else load_profile(name)
+
+
 def _check_fidelity(fidelity: str) -> None:
     if fidelity not in FIDELITIES:
         raise TilesimError(f"unknown fidelity {fidelity!r} (choose from {', '.join(FIDELITIES)})")
@@ -289,6 +308,9 @@ def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
     table.add_row("grid", f"{waves}, {p.ctas_per_sm} CTAs/SM (longest launch)")
     table.add_row("simulation", f"{p.fidelity}: {p.sim_events:,} events in {p.sim_wall_s:.2f} s")
     console.print(table)
+    note = estimated_note(p)
+    if note:
+        console.print(note)
     if len(p.launches) > 1 or p.launches[0].simulated_ctas != p.launches[0].ctas:
         lt = Table(
             title="launches",
@@ -325,6 +347,17 @@ def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
                 f"{lp.simulated_ctas:,}",
             )
         console.print(lt)
+
+
+def estimated_note(p: Prediction) -> str:
+    """One line naming the launches whose compiled facts are estimated, and why; "" if none."""
+    if not p.estimated_launches:
+        return ""
+    why: dict[str, list[str]] = {}
+    for x in p.estimated_launches:
+        why.setdefault(x["why"], []).append(x["launch"])
+    parts = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in why.items())
+    return f"[yellow]estimated[/yellow] registers, spills and issue cycles: {parts}"
 
 
 # -- compare ---------------------------------------------------------------------------

@@ -1,0 +1,40 @@
+"""Compiling on the CPU gives the kernels the H200 compiled: the same registers, spills
+and SASS loops for every variant of the committed GPU measurement (Triton 3.6 only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+pytest.importorskip("torch")
+
+GPU_FILE = (
+    Path(__file__).resolve().parents[2] / "validate" / "results" / "2026-11-30-h200-registers.json"
+)  # compiled on the H200 by triton 3.6.0
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not triton.__version__.startswith("3.6"),
+        reason=f"the GPU file was compiled by triton 3.6, this is {triton.__version__}",
+    ),
+]
+
+
+def test_cpu_compiled_kernels_equal_the_gpu_compiled_ones():
+    # its own process: the test session interprets the kernels (tests/conftest.py)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run(
+        [sys.executable, "-m", "tilesim.validate.profile", "--check", str(GPU_FILE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.strip().endswith("237 kernels compared, 0 differ")
