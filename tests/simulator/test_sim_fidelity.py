@@ -172,12 +172,16 @@ def test_prediction_does_not_depend_on_the_hash_seed():
 # strict so a fix shows: fast is within 2% of detailed on none of them.
 # * v2: the loop coalesced with issue cycles, -4% (without them fast == detailed; the
 #   two warpgroups' MMA and issue lumps keep a phase per-iteration steps do not).
-# * standard: pv's coalesced loads at HBM saturation with one stage of prefetch
-#   (each lumped iteration also waits its own flight), pv +5%.
-KNOWN_MISSES = (
-    ("h200-cal", "v2", Workload(2, 16, 2048, 2048, 128)),
-    ("h200-cal", "standard", Workload(1, 1, 5085, 5085, 128)),
-)
+# (standard's pv at N = 5085 was one, +5%: with the compiled facts of its own unaligned
+# code it is within 0.3%, and a test below keeps it so.)
+KNOWN_MISSES = (("h200-cal", "v2", Workload(2, 16, 2048, 2048, 128)),)
+WERE_MISSES = (("h200-cal", "standard", Workload(1, 1, 5085, 5085, 128)),)
+
+
+@pytest.mark.parametrize("case", WERE_MISSES, ids=_label)
+def test_former_misses_of_fast_on_the_calibrated_h200_are_within_two_percent(case):
+    gpu_name, algo, workload = case
+    _fast_matches_detailed(load_gpu(gpu_name), algo, workload)
 
 
 @pytest.mark.slow
