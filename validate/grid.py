@@ -76,7 +76,8 @@ class GridPoint:
         return f"{algo} {w.dtype} d={w.head_dim} N={w.seqlen_q} {mask} (B={w.batch} H={w.heads})"
 
 
-def _runnable(algo: str, w: Workload, gpu: GPU) -> bool:
+def runnable(algo: str, w: Workload, gpu: GPU) -> bool:
+    """Whether ``algo`` can run ``w`` on ``gpu`` (v3 needs Hopper, fp8 needs v3, ...)."""
     try:
         check_algo(algo, w, gpu)
     except TilesimError:
@@ -132,7 +133,7 @@ def validate_grid(
                 for c in causal:
                     for n in ns:
                         w = workload(n, d, c, "fp16", tokens, hidden, pass_)
-                        if not _runnable(algo, w, gpu):
+                        if not runnable(algo, w, gpu):
                             continue
                         # fwd_bwd: each pass runs (and is predicted with) its own default
                         cfg = default_config(algo, w, gpu) if pass_ == "bwd" else None
@@ -160,7 +161,7 @@ def _forward_points(gpu, algos, seqlens, head_dims, causal, spot_checks, tokens,
     for algo, dtype, d, c, ns in specs:
         for n in ns:
             w = workload(n, d, c, dtype, tokens, hidden)
-            if not _runnable(algo, w, gpu):
+            if not runnable(algo, w, gpu):
                 continue
             points.append(GridPoint(algo, w, default_config(algo, w, gpu), dtype))
     return points

@@ -19,9 +19,9 @@ import random
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
-from ..traces.config import check_algo, check_fits, default_config
+from ..traces.config import check_fits, default_config
 from ..traces.workload import Workload
-from .grid import GridPoint
+from .grid import GridPoint, runnable
 
 # (algorithm, pass) of the set's points, drawn in turn
 KINDS = (
@@ -58,7 +58,7 @@ def random_points(gpu: GPU, seed: int, count: int) -> list[GridPoint]:
     if not isinstance(count, int) or not 1 <= count <= 10_000:
         raise TilesimError(f"--points must be between 1 and 10000, got {count!r}")
     rng = random.Random(seed)
-    kinds = [k for k in KINDS if _runnable(k[0], Workload(1, 1, 128, 128, 64), gpu)]
+    kinds = [k for k in KINDS if runnable(k[0], Workload(1, 1, 128, 128, 64), gpu)]
     points = [_draw(rng, *kinds[i % len(kinds)], gpu) for i in range(count)]
     return sorted(points, key=_run_order)
 
@@ -73,7 +73,7 @@ def _draw(rng: random.Random, algo: str, pass_: str, gpu: GPU) -> GridPoint:
         batch = _log_int(rng, MAX_BATCH)
         heads = _log_int(rng, MAX_HEADS)
         w = Workload(batch, heads, n, n, d, causal=causal, dtype=dtype, pass_=pass_)
-        if not _runnable(algo, w, gpu) or not _affordable(algo, w, gpu):
+        if not runnable(algo, w, gpu) or not _affordable(algo, w, gpu):
             continue
         config = default_config(algo, w, gpu)
         check_fits(algo, w, config, gpu)
@@ -84,14 +84,6 @@ def _draw(rng: random.Random, algo: str, pass_: str, gpu: GPU) -> GridPoint:
 def _log_int(rng: random.Random, top: int) -> int:
     """An integer in 1..top, log-uniform (small counts as likely as large ones)."""
     return min(top, int(math.exp(rng.uniform(0.0, math.log(top + 1)))))
-
-
-def _runnable(algo: str, w: Workload, gpu: GPU) -> bool:
-    try:
-        check_algo(algo, w, gpu)
-    except TilesimError:
-        return False
-    return True
 
 
 def _affordable(algo: str, w: Workload, gpu: GPU) -> bool:

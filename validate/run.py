@@ -138,6 +138,18 @@ def _remaining(t_start: float, budget: float | None, extra: float) -> float:
     return budget + extra - (time.perf_counter() - t_start)
 
 
+def _times(run, warmup_ms, rep_ms, sampler) -> dict:
+    """A checked point's timing fields: do_bench's time and medians, the CUDA-graph
+    replay's time (where the launches can be captured), the SM clock read meanwhile."""
+    t0 = time.perf_counter()
+    t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
+    graph = timing.bench_graph_s(run, warmup_ms, rep_ms)
+    out = {"time_s": t, "time_medians_s": medians, "clock_sm_MHz": timing.clock_during(sampler, t0)}
+    if graph is not None:
+        out["time_graph_s"] = graph
+    return out
+
+
 def _record(p: GridPoint, status: str, **kw) -> dict:
     return schema.kernel_record(p.algo, p.workload, p.config, status, group=p.group, **kw)
 
@@ -165,19 +177,7 @@ def _measure(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler) -> dict
                 rel_error=err,
                 note=f"rel. error {err:.3g} over {timing.TOLERANCE[w.dtype]:g}",
             )
-        t0 = time.perf_counter()
-        t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
-        graph = timing.bench_graph_s(run, warmup_ms, rep_ms)
-        clock = timing.clock_during(sampler, t0)
-        return _record(
-            p,
-            "ok",
-            time_s=t,
-            rel_error=err,
-            time_medians_s=medians,
-            clock_sm_MHz=clock,
-            **({} if graph is None else {"time_graph_s": graph}),
-        )
+        return _record(p, "ok", rel_error=err, **_times(run, warmup_ms, rep_ms, sampler))
     except TilesimError as exc:  # the kernel refuses this point (e.g. an unsupported dtype)
         return _record(p, "skipped", note=timing.first_line(exc))
     except torch.cuda.OutOfMemoryError as exc:
@@ -220,21 +220,9 @@ def _measure_backward(p: GridPoint, seed: int, warmup_ms, rep_ms, torch, sampler
                 fwd()
                 return bwd()
 
-        t0 = time.perf_counter()
-        t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
-        graph = timing.bench_graph_s(run, warmup_ms, rep_ms)
-        clock = timing.clock_during(sampler, t0)
+        times = _times(run, warmup_ms, rep_ms, sampler)
         parts = timing.bench_parts(runs, warmup_ms, rep_ms)
-        return _record(
-            p,
-            "ok",
-            time_s=t,
-            rel_error=err,
-            time_medians_s=medians,
-            clock_sm_MHz=clock,
-            parts=parts,
-            **({} if graph is None else {"time_graph_s": graph}),
-        )
+        return _record(p, "ok", rel_error=err, parts=parts, **times)
     except TilesimError as exc:
         return _record(p, "skipped", note=timing.first_line(exc))
     except torch.cuda.OutOfMemoryError as exc:
