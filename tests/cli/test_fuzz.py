@@ -10,19 +10,18 @@ is quick to simulate, and reach far beyond every limit where they are not.
 from __future__ import annotations
 
 import copy
-import io
 import json
 import math
 import os
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tilesim.cli import main
+from tests.cli.test_errors import run
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu, preset_path
 from tilesim.traces import build
@@ -40,17 +39,6 @@ FUZZ = settings(
         HealthCheck.function_scoped_fixture,
     ],
 )
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
 
 
 def assert_contract(code: int, out: str, err: str) -> None:
