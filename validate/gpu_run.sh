@@ -29,16 +29,8 @@ mkdir -p "$OUT/results" "$OUT/presets"
 export PYTHONUNBUFFERED=1
 LOG="$OUT/gpu_run.log"
 : >"$LOG"
-say() { echo "$@" | tee -a "$LOG"; }
-run() {  # run a step under a hard time limit; its output goes to the terminal and the log
-    local limit=$1
-    shift
-    say "+ $* (limit ${limit}s)"
-    timeout --signal=INT --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$LOG"
-    local rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] || say "step exited with $rc"
-    return 0
-}
+# shellcheck source=gpu_steps.sh
+source "$(dirname "$0")/gpu_steps.sh"
 smi() {
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu,driver_version \
         --format=csv 2>&1 | tee -a "$LOG"

@@ -18,16 +18,8 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 LOG="$OUT/validate.log"
 : >"$LOG"
-say() { echo "$@" | tee -a "$LOG"; }
-run() {  # a step under a hard time limit; its output to the terminal and the log
-    local limit=$1
-    shift
-    say "+ $* (limit ${limit}s)"
-    timeout --signal=INT --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$LOG"
-    local rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] || say "step exited with $rc"
-    return 0
-}
+# shellcheck source=gpu_steps.sh
+source "$(dirname "$0")/gpu_steps.sh"
 case "$SET" in
 grid) ARGS=(--grid grid); SUFFIX="" ;;
 random)

@@ -28,13 +28,13 @@ import datetime
 import hashlib
 import itertools
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from ..errors import TilesimError
 from ..profiles import KernelFacts, Profile, Provenance, Variant, write
 from ..traces.workload import ALGOS, DTYPES, HEAD_DIMS, MAX_SEQLEN, KernelConfig, Workload
+from . import metadata
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 2  # the compile shape's batch (the kernels take none but B x H)
@@ -214,20 +214,6 @@ def _rounded(cycles) -> tuple[float, ...]:
     return tuple(round(float(x), ISSUE_DECIMALS) for x in cycles)
 
 
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return ""
-    return out.stdout.strip()
-
-
 def build_profile(name: str, arch: str = "hopper", log=print) -> Profile:
     """Compile every case (``selectable_cases`` for the H100 and H200, then
     ``measured_cases``) and return the profile."""
@@ -248,7 +234,7 @@ def build_profile(name: str, arch: str = "hopper", log=print) -> Profile:
         toolchain=f"triton {tools['triton']}, ptxas {tools['ptxas']}",
         date=datetime.date.today().isoformat(),
         command="python -m tilesim.validate.profile " + " ".join(sys.argv[1:]),
-        git_commit=_git_commit(),
+        git_commit=metadata.git_commit() or "",
         notes=NOTES,
     )
     return Profile(name, arch, provenance, collector.entries, collector.failures)

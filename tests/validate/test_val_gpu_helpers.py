@@ -1,5 +1,6 @@
 """The CPU-side logic of the GPU commands: option parsing, repeated timing, tables."""
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -67,11 +68,37 @@ def test_tflops_table():
     ]
 
 
+VALIDATE_DIR = Path(__file__).resolve().parents[2] / "validate"
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
-def test_gpu_run_script_parses():
-    script = Path(__file__).resolve().parents[2] / "validate" / "gpu_run.sh"
-    r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+@pytest.mark.parametrize("name", ["gpu_run.sh", "gpu_validate.sh", "gpu_steps.sh"])
+def test_gpu_scripts_parse(name):
+    r = subprocess.run(["bash", "-n", str(VALIDATE_DIR / name)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="no timeout(1)")
+def test_a_failed_or_killed_step_is_logged_and_the_run_goes_on(tmp_path):
+    log = tmp_path / "log"
+    script = (
+        f'source {VALIDATE_DIR / "gpu_steps.sh"}; : >"$LOG"; '
+        'run 5 bash -c "echo hi; exit 3"; run 1 sleep 5; say done'
+    )
+    r = subprocess.run(
+        ["bash", "-c", script], env={"LOG": str(log), "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = log.read_text().splitlines()
+    assert lines == [
+        "+ bash -c echo hi; exit 3 (limit 5s)",
+        "hi",
+        "step exited with 3",
+        "+ sleep 5 (limit 1s)",
+        "step exited with 124",
+        "done",
+    ]
 
 
 def test_watchdog_records_and_exits(tmp_path):
