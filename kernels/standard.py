@@ -13,13 +13,18 @@
                 then the normalising pass, in chunks). A causal one-pass row runs at
                 the narrowest compiled width that holds its scores and writes zeros
                 past it; causal loads stop at the row's scores rounded up to 8
-                columns, so they stay 16-byte vectors (an exact bound of i + 1 made
-                every load a 2-byte one: 8x the load instructions).
+                columns.
 3. ``pv``:      O = P V, tiles of block_m x d with a k-loop of block_n over Nk
                 (num_stages-deep software pipelining). Grid (cdiv(Nq, block_m), B·H).
 
-The S and P buffers are [B·H, Nq, Nk_pad] with Nk_pad a multiple of 8 so every
-row starts 16-byte aligned.
+The S and P buffers are [B·H, Nq, Nk_pad] with Nk_pad = Nk rounded up to 16
+(``traces.standard.padded_row``): Triton specialises an integer argument divisible
+by 16, so the kernels' row strides and column bounds (Nk_pad, or a causal row's
+scores rounded up to 8 with a hint) are known multiples of 8 elements and every
+access is a 16-byte one; the scores past Nk are masked in registers and P's padding
+columns are written as zeros. At a bound Triton cannot prove a multiple of 8 (Nk
+itself, or i + 1) every access is a 2-byte one: 8x the instructions, and, measured
+on the H200, 2-3x the time.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..traces.standard import softmax_fwd_plan, softmax_plan
+from ..traces.standard import padded_row, softmax_fwd_plan, softmax_plan
 from ._common import LOG2E, strides
 
 NEG_INF = tl.constexpr(float("-inf"))
@@ -44,6 +49,7 @@ def _qk_kernel(
     n_heads,
     n_q,
     n_kv,
+    n_cols,  # Nk_pad: S's row length, a multiple of 16
     stride_qb,
     stride_qh,
     stride_qm,
@@ -81,10 +87,10 @@ def _qk_kernel(
         mask=offs_n[:, None] < n_kv,
         other=0.0,
     )
-    s = tl.dot(q, tl.trans(k)) * sm_scale
+    s = tl.dot(q, tl.trans(k)) * sm_scale  # 0 in the padding columns (K rows past Nk: 0)
     s_ptrs = S + offs_m[:, None].to(tl.int64) * stride_sm + offs_n[None, :] * stride_sn
     tl.store(
-        s_ptrs, s.to(S.dtype.element_ty), mask=(offs_m[:, None] < n_q) & (offs_n[None, :] < n_kv)
+        s_ptrs, s.to(S.dtype.element_ty), mask=(offs_m[:, None] < n_q) & (offs_n[None, :] < n_cols)
     )
 
 
@@ -92,34 +98,28 @@ def _qk_kernel(
 def _softmax_row(
     S,
     P,  # this row of S and P
-    n_kv,
+    n_cols,  # the row's length (Nk_pad, a multiple of 16)
     n_valid,  # columns the row sees: j < n_valid
     n_load,  # columns loaded: n_valid rounded up to 8 (16-byte vectors), within the row
-    CAUSAL: tl.constexpr,
     WIDTH: tl.constexpr,  # register block of this row: n_valid <= WIDTH
     BLOCK: tl.constexpr,  # the launch's block: columns [WIDTH, BLOCK) are past n_valid
 ):
     cols = tl.arange(0, WIDTH)
-    if CAUSAL:
-        # a run-time bound of i + 1 makes every load a 2-byte one (LDG.U16: 8x the load
-        # instructions of the non-causal kernel, which ncu saw as its limit); a bound that
-        # is a multiple of 8 keeps 16-byte loads, and the exact mask is a select
-        x = tl.load(S + cols, mask=cols < n_load, other=NEG_INF).to(tl.float32)
-        x = tl.where(cols < n_valid, x, NEG_INF)
-    else:
-        x = tl.load(S + cols, mask=cols < n_kv, other=NEG_INF).to(tl.float32)
+    # loads bounded by a multiple of 8 are 16-byte vectors; the exact mask is a select
+    x = tl.load(S + cols, mask=cols < n_load, other=NEG_INF).to(tl.float32)
+    x = tl.where(cols < n_valid, x, NEG_INF)
     # exp(x - m) as exp2((x - m) * log2 e): one MUFU op per score; the row is
     # normalised by one reciprocal and a multiply per score (a division per score
     # costs a dozen instructions)
     m = tl.max(x, 0)
     e = tl.math.exp2((x - m) * _LOG2E)
     p = e * (1.0 / tl.sum(e, 0))
-    tl.store(P + cols, p.to(P.dtype.element_ty), mask=cols < n_kv)
+    tl.store(P + cols, p.to(P.dtype.element_ty), mask=cols < n_cols)
     if WIDTH < BLOCK:
         # the rest of a causal row is past its last score: zeros, no load, no exp2
         rest = tl.arange(0, BLOCK)
         zeros = tl.zeros([BLOCK], dtype=P.dtype.element_ty)
-        tl.store(P + rest, zeros, mask=(rest >= WIDTH) & (rest < n_kv))
+        tl.store(P + rest, zeros, mask=(rest >= WIDTH) & (rest < n_cols))
 
 
 @triton.jit
@@ -128,7 +128,7 @@ def _softmax_kernel(
     P,  # [B*H*Nq rows, Nk_pad]
     n_q,
     n_kv,
-    stride_row,  # Nk_pad, a multiple of 8
+    stride_row,  # Nk_pad, a multiple of 16
     CAUSAL: tl.constexpr,
     BLOCK: tl.constexpr,
     ONE_PASS: tl.constexpr,
@@ -138,35 +138,35 @@ def _softmax_kernel(
     row = tl.program_id(1) * n_q + i  # (a 2-D grid: no modulo per row)
     S += row.to(tl.int64) * stride_row
     P += row.to(tl.int64) * stride_row
+    n_cols = stride_row
     # columns this row may see: j < Nk, and j <= i when causal
     n_valid = tl.minimum(n_kv, i + 1) if CAUSAL else n_kv
-    # causal loads stop at n_valid rounded up to 8 columns (Nk_pad is a multiple of 8)
-    n_load = tl.multiple_of(tl.minimum((n_valid + 7) // 8 * 8, stride_row), 8)
+    # loads stop at n_valid rounded up to 8 columns (within Nk_pad, a multiple of 16)
+    n_load = tl.multiple_of(tl.minimum((n_valid + 7) // 8 * 8, n_cols), 8)
     if ONE_PASS:
         if CAUSAL and TIERS > 1:
             # the narrowest width that holds the row's scores: a row exponentiates at
             # most twice the scores it sees (the smallest width: any number)
             narrow: tl.constexpr = BLOCK >> (TIERS - 1)
             if n_valid <= narrow:
-                _softmax_row(S, P, n_kv, n_valid, n_load, CAUSAL, narrow, BLOCK)
+                _softmax_row(S, P, n_cols, n_valid, n_load, narrow, BLOCK)
             for t in tl.static_range(1, TIERS):
                 if (n_valid > (narrow << (t - 1))) & (n_valid <= (narrow << t)):
-                    _softmax_row(S, P, n_kv, n_valid, n_load, CAUSAL, narrow << t, BLOCK)
+                    _softmax_row(S, P, n_cols, n_valid, n_load, narrow << t, BLOCK)
         else:
-            _softmax_row(S, P, n_kv, n_valid, n_load, CAUSAL, BLOCK, BLOCK)
+            _softmax_row(S, P, n_cols, n_valid, n_load, BLOCK, BLOCK)
     else:
         cols = tl.arange(0, BLOCK)
-        bound = n_load if CAUSAL else n_kv
         # -- pass 1: running row max and rescaled row sum, a chunk at a time --
         # (the first chunk always holds column 0, so the max is finite from the start)
-        x = tl.load(S + cols, mask=cols < bound, other=NEG_INF).to(tl.float32)
-        x = tl.where(cols < n_valid, x, NEG_INF) if CAUSAL else x
+        x = tl.load(S + cols, mask=cols < n_load, other=NEG_INF).to(tl.float32)
+        x = tl.where(cols < n_valid, x, NEG_INF)
         m_row = tl.max(x, 0)
         l_row = tl.sum(tl.math.exp2((x - m_row) * _LOG2E), 0)
         for start in range(BLOCK, n_valid, BLOCK):
-            xs = tl.load(S + start + cols, mask=start + cols < bound, other=NEG_INF)
+            xs = tl.load(S + start + cols, mask=start + cols < n_load, other=NEG_INF)
             xs = xs.to(tl.float32)
-            xs = tl.where(start + cols < n_valid, xs, NEG_INF) if CAUSAL else xs
+            xs = tl.where(start + cols < n_valid, xs, NEG_INF)
             m_new = tl.maximum(m_row, tl.max(xs, 0))
             l_row = l_row * tl.math.exp2((m_row - m_new) * _LOG2E) + tl.sum(
                 tl.math.exp2((xs - m_new) * _LOG2E), 0
@@ -175,15 +175,15 @@ def _softmax_kernel(
         # -- pass 2: normalise and write P (masked columns get 0) --
         inv_l = 1.0 / l_row
         for start in range(0, n_valid, BLOCK):
-            xs = tl.load(S + start + cols, mask=start + cols < bound, other=NEG_INF)
+            xs = tl.load(S + start + cols, mask=start + cols < n_load, other=NEG_INF)
             xs = xs.to(tl.float32)
-            xs = tl.where(start + cols < n_valid, xs, NEG_INF) if CAUSAL else xs
+            xs = tl.where(start + cols < n_valid, xs, NEG_INF)
             p = tl.math.exp2((xs - m_row) * _LOG2E) * inv_l
-            tl.store(P + start + cols, p.to(P.dtype.element_ty), mask=start + cols < n_kv)
+            tl.store(P + start + cols, p.to(P.dtype.element_ty), mask=start + cols < n_cols)
         # chunks wholly past the columns the row sees (causal): zeros, no load, no exp2
         zeros = tl.zeros([BLOCK], dtype=P.dtype.element_ty)
-        for start in range(tl.cdiv(n_valid, BLOCK) * BLOCK, n_kv, BLOCK):
-            tl.store(P + start + cols, zeros, mask=start + cols < n_kv)
+        for start in range(tl.cdiv(n_valid, BLOCK) * BLOCK, n_cols, BLOCK):
+            tl.store(P + start + cols, zeros, mask=start + cols < n_cols)
 
 
 @triton.jit
@@ -194,6 +194,7 @@ def _pv_kernel(
     n_heads,
     n_q,
     n_kv,
+    n_cols,  # Nk_pad: P's row length, a multiple of 16 (zeros past Nk)
     stride_pbh,
     stride_pm,
     stride_pn,
@@ -225,7 +226,7 @@ def _pv_kernel(
         cols = start_n + offs_n
         p = tl.load(
             P + offs_m[:, None].to(tl.int64) * stride_pm + cols[None, :] * stride_pn,
-            mask=(offs_m[:, None] < n_q) & (cols[None, :] < n_kv),
+            mask=(offs_m[:, None] < n_q) & (cols[None, :] < n_cols),
             other=0.0,
         )
         v = tl.load(
@@ -250,7 +251,7 @@ def softmax_rows(s: torch.Tensor, p: torch.Tensor, n_kv: int, causal: bool) -> N
     """P = softmax(mask(S)) row by row, as the forward's second launch runs it.
 
     ``s``, ``p``: [B·H, Nq, Nk_pad] buffers (:func:`probs_buffer`); columns from
-    ``n_kv`` on are padding, never read into a row's result and never written.
+    ``n_kv`` on are padding, never read into a row's result; P's are written as zeros.
     """
     bh, n_q, n_pad = s.shape
     # the kernel takes Nk_pad as both the row stride and the bound of its loads
@@ -273,7 +274,7 @@ def softmax_rows(s: torch.Tensor, p: torch.Tensor, n_kv: int, causal: bool) -> N
 def probs_buffer(q: torch.Tensor, n_kv: int) -> torch.Tensor:
     """An empty [B·H, Nq, Nk_pad] buffer for S, P (or the backward's dP, dS)."""
     batch, heads, n_q, _ = q.shape
-    n_pad = triton.cdiv(n_kv, 8) * 8
+    n_pad = padded_row(n_kv)
     return torch.empty((batch * heads, n_q, n_pad), dtype=q.dtype, device=q.device)
 
 
@@ -299,6 +300,7 @@ def launches(q, k, v, causal, sm_scale, config, out, *, p=None):
             heads,
             n_q,
             n_kv,
+            s.shape[2],
             *strides(q),
             *strides(k),
             *s.stride(),
@@ -321,6 +323,7 @@ def launches(q, k, v, causal, sm_scale, config, out, *, p=None):
             heads,
             n_q,
             n_kv,
+            p.shape[2],
             *p.stride(),
             *strides(v),
             *strides(out),

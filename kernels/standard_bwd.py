@@ -13,8 +13,10 @@ recomputed. The launches are those of ``traces/standard_bwd.py``:
 4. ``bwd_dq``:      dQ = dS K · scale, tiles of block_m x d, k-loop over K blocks.
 5. ``bwd_dk``:      dK = dSᵀ Q · scale, tiles of block_n x d, k-loop over Q blocks.
 
-dP and dS are [B·H, Nq, Nk_pad] buffers in the input dtype, as P. Causal masking
-costs nothing here: masked P is 0, so masked dS is 0 and the GEMMs stay full.
+dP and dS are [B·H, Nq, Nk_pad] buffers in the input dtype, as P, with zeros in
+the padding columns; column accesses are bounded by Nk_pad, a multiple of 16, so
+they stay 16-byte vectors (see kernels/standard.py). Causal masking costs nothing
+here: masked P is 0, so masked dS is 0 and the GEMMs stay full.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def _ds_gemm_kernel(
     n_heads,
     n_out,  # rows of Out (Nk for dV/dK, Nq for dQ)
     n_red,  # length of the reduction (Nq for dV/dK, Nk for dQ)
+    a_cols,  # A's row length (Nk_pad, a multiple of 16; zeros past Nk)
     stride_abh,
     stride_am,
     stride_an,
@@ -69,14 +72,14 @@ def _ds_gemm_kernel(
             # a [BLOCK_RED, BLOCK_OUT] tile of A (rows: queries, columns: keys), used transposed
             a = tl.load(
                 A + red[:, None].to(tl.int64) * stride_am + offs_o[None, :] * stride_an,
-                mask=(red[:, None] < n_red) & (offs_o[None, :] < n_out),
+                mask=(red[:, None] < n_red) & (offs_o[None, :] < a_cols),
                 other=0.0,
             )
             a = tl.trans(a)
         else:
             a = tl.load(
                 A + offs_o[:, None].to(tl.int64) * stride_am + red[None, :] * stride_an,
-                mask=(offs_o[:, None] < n_out) & (red[None, :] < n_red),
+                mask=(offs_o[:, None] < n_out) & (red[None, :] < a_cols),
                 other=0.0,
             )
         b = tl.load(
@@ -94,34 +97,34 @@ def _ds_gemm_kernel(
 def _softmax_bwd_kernel(
     P,
     DP,
-    DS,  # [B*H*Nq rows, Nk_pad]
-    n_kv,
-    stride_row,
+    DS,  # [B*H*Nq rows, Nk_pad]; zeros past Nk in P and dP, so in dS
+    stride_row,  # Nk_pad, a multiple of 16
     BLOCK: tl.constexpr,
     ONE_PASS: tl.constexpr,
 ):
     row = tl.program_id(0)
+    n_cols = stride_row
     P += row.to(tl.int64) * stride_row
     DP += row.to(tl.int64) * stride_row
     DS += row.to(tl.int64) * stride_row
     cols = tl.arange(0, BLOCK)
     if ONE_PASS:
-        p = tl.load(P + cols, mask=cols < n_kv, other=0.0).to(tl.float32)
-        dp = tl.load(DP + cols, mask=cols < n_kv, other=0.0).to(tl.float32)
+        p = tl.load(P + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        dp = tl.load(DP + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
         delta = tl.sum(p * dp, 0)
-        tl.store(DS + cols, (p * (dp - delta)).to(DS.dtype.element_ty), mask=cols < n_kv)
+        tl.store(DS + cols, (p * (dp - delta)).to(DS.dtype.element_ty), mask=cols < n_cols)
     else:
         # -- pass 1: delta = rowsum(dP ∘ P) --
         part = tl.zeros([BLOCK], tl.float32)
-        for start in range(0, n_kv, BLOCK):
-            ok = start + cols < n_kv
+        for start in range(0, n_cols, BLOCK):
+            ok = start + cols < n_cols
             p = tl.load(P + start + cols, mask=ok, other=0.0).to(tl.float32)
             dp = tl.load(DP + start + cols, mask=ok, other=0.0).to(tl.float32)
             part += p * dp
         delta = tl.sum(part, 0)
         # -- pass 2: dS = P ∘ (dP − delta) --
-        for start in range(0, n_kv, BLOCK):
-            ok = start + cols < n_kv
+        for start in range(0, n_cols, BLOCK):
+            ok = start + cols < n_cols
             p = tl.load(P + start + cols, mask=ok, other=0.0).to(tl.float32)
             dp = tl.load(DP + start + cols, mask=ok, other=0.0).to(tl.float32)
             tl.store(DS + start + cols, (p * (dp - delta)).to(DS.dtype.element_ty), mask=ok)
@@ -153,6 +156,7 @@ def launches(q, k, v, do, p, causal, sm_scale, config, dq, dk, dv):
                 heads,
                 n_out,
                 n_red,
+                a.shape[2],
                 *a.stride(),
                 *strides(b),
                 *strides(out),
@@ -174,6 +178,7 @@ def launches(q, k, v, do, p, causal, sm_scale, config, dq, dk, dv):
             heads,
             n_q,
             n_kv,
+            dp.shape[2],
             *strides(do),
             *strides(v),
             *dp.stride(),
@@ -184,7 +189,7 @@ def launches(q, k, v, do, p, causal, sm_scale, config, dq, dk, dv):
 
     def run_softmax():
         _softmax_bwd_kernel[(batch * heads * n_q,)](
-            p, dp, ds, n_kv, n_pad, BLOCK=block, ONE_PASS=one_pass, num_warps=sm_warps
+            p, dp, ds, n_pad, BLOCK=block, ONE_PASS=one_pass, num_warps=sm_warps
         )
 
     return [

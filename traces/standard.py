@@ -58,6 +58,11 @@ SOFTMAX_FWD_MAX_BLOCK = 16384
 SOFTMAX_FWD_TIERS = 3
 SOFTMAX_MIN_WIDTH = 16
 SOFTMAX_LOAD_VECTOR = 8  # a causal row loads its scores rounded up to 8 (16-byte loads)
+# Rows of S and P (and the backward's dP, dS) are padded to a multiple of this: Triton
+# specialises an integer argument divisible by 16, so the row stride and the column
+# bounds (the padded length) are known multiples of 16 and every access a 16-byte one.
+# At a row length it cannot prove a multiple of 8 elements, every access is a 2-byte one.
+ROW_PAD = 16
 
 
 class SoftmaxPlan(NamedTuple):
@@ -73,6 +78,22 @@ class SoftmaxPlan(NamedTuple):
         return tuple(self.block >> t for t in reversed(range(self.tiers)))
 
 
+def padded_row(n_kv: int) -> int:
+    """The length of a row of S, P and their gradients in HBM: ``n_kv`` rounded up to
+    ROW_PAD (Triton then compiles 16-byte accesses, as for N a multiple of 16)."""
+    return -(-n_kv // ROW_PAD) * ROW_PAD
+
+
+def row_params(workload: Workload, config: KernelConfig) -> dict:
+    """``params`` and ``N_pad``, the padded row length (:func:`padded_row`)."""
+    return {**params(workload, config), "N_pad": padded_row(workload.seqlen_kv)}
+
+
+def padded_cols(j: str) -> str:
+    """Columns of S block ``j`` in the padded rows: block_n, the last block to N_pad."""
+    return f"min(block_n, N_pad - block_n*({j}))"
+
+
 def _warps(block: int) -> int:
     # 16 scores per thread from 2048 to 8192 (4 warps below), 32 at 16384: 32 warps (16
     # per thread) ran 2% slower there, and 8192 at 32 warps 1.4x slower (H200)
@@ -80,7 +101,8 @@ def _warps(block: int) -> int:
 
 
 def _pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
+    """The row block of ``n`` scores: a power of two, and no narrower than a padded row."""
+    return max(ROW_PAD, 1 << max(0, n - 1).bit_length())
 
 
 def softmax_plan(n_kv: int) -> tuple[int, int, int]:
@@ -113,11 +135,12 @@ def softmax_row_work(plan: SoftmaxPlan, causal: bool) -> tuple[str, str, str]:
     """(scores read per pass, exp2 lanes, FP32 lanes) of forward softmax row ``r``, as
     IR expressions; lanes past the row's end (a block padded to a power of two) are
     not counted."""
-    # a causal row r sees r + 1 scores; its loads stop at that rounded up to 8 columns
+    # a row sees N_kv scores (causal: r + 1); its loads stop at that rounded up to 8
+    # columns, and a select masks the scores past it
     seen = "min(N_kv, r + 1)" if causal else "N_kv"
     vec = SOFTMAX_LOAD_VECTOR
-    read = f"cdiv({seen}, {vec})*{vec}" if causal else "N_kv"
-    per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + (FP32_PER_MASKED_SCORE if causal else 0)
+    read = f"cdiv({seen}, {vec})*{vec}" if causal else "N_pad"
+    per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + FP32_PER_MASKED_SCORE
     if plan.passes == 1:
         # the narrowest compiled width that holds the row: every lane of it is exponentiated
         widths = plan.widths()
@@ -132,11 +155,12 @@ def softmax_row_work(plan: SoftmaxPlan, causal: bool) -> tuple[str, str, str]:
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     w, c = workload, config
-    p = params(w, c)
+    p = row_params(w, c)
     bh = w.batch * w.heads
     dtype = w.dtype
     threads = c.num_warps * 32
     row_q, col_n, col_k = rows("m"), cols("n"), cols("j")
+    pad_n, pad_k = padded_cols("n"), padded_cols("j")
 
     # -- 1. S = Q K^T * scale ------------------------------------------------
     qk = Launch(
@@ -154,7 +178,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                             fp32=times(f"{row_q}*{col_n}", STANDARD_FP32_PER_SCORE_SCALE),
                             smem=through_smem(f"{row_q}*{col_n}*e"),  # to the store layout
                         ),
-                        Store("S", ("bh", "m", "n"), f"{row_q}*{col_n}*e"),
+                        Store("S", ("bh", "m", "n"), f"{row_q}*{pad_n}*e"),
                     ),
                     c.num_warps,
                 ),
@@ -189,7 +213,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                             fp32=fp32,
                             deps=tuple(op.id for op in softmax_ops),
                         ),
-                        Store("P", ("bh", "r"), "N_kv*e"),
+                        Store("P", ("bh", "r"), "N_pad*e"),
                     ),
                     sm_threads // 32,
                 ),
@@ -216,7 +240,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                             "j",
                             "T_c",
                             (
-                                Load("p", "P", ("bh", "m", "j"), f"{row_q}*{col_k}*e"),
+                                Load("p", "P", ("bh", "m", "j"), f"{row_q}*{pad_k}*e"),
                                 Load("v", "V", ("bh", "j"), f"{col_k}*d*e"),
                                 Mma(row_q, "d", col_k, dtype, deps=("p", "v")),
                             ),
@@ -236,8 +260,8 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     )
 
     tensors = qkvo_tensors(w) + [
-        TensorSpec("S", (w.batch, w.heads, w.seqlen_q, w.seqlen_kv), dtype),
-        TensorSpec("P", (w.batch, w.heads, w.seqlen_q, w.seqlen_kv), dtype),
+        TensorSpec("S", (w.batch, w.heads, w.seqlen_q, p["N_pad"]), dtype),
+        TensorSpec("P", (w.batch, w.heads, w.seqlen_q, p["N_pad"]), dtype),
     ]
     return Trace(
         algo="standard",

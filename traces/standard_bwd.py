@@ -35,12 +35,11 @@ from __future__ import annotations
 from ..hwmodels.gpu import GPU
 from .flash_v2_bwd import backward_tensors
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
-from .standard import SOFTMAX_REGS, softmax_plan
+from .standard import SOFTMAX_REGS, padded_cols, row_params, softmax_plan
 from .tiles import (
     BWD_FP32_PER_GRAD_SCALE,
     STANDARD_BWD_FP32_PER_SCORE_SOFTMAX,
     cols,
-    params,
     regs_estimate,
     rows,
     through_smem,
@@ -51,7 +50,7 @@ from .workload import KernelConfig, Workload
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     w, c = workload, config
-    p = params(w, c)
+    p = row_params(w, c)
     bh = w.batch * w.heads
     dtype = w.dtype
     threads = c.num_warps * 32
@@ -99,6 +98,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         )
 
     row_i, row_m, col_n, col_j = rows("i"), rows("m"), cols("n"), cols("j")
+    pad_n, pad_j = padded_cols("n"), padded_cols("j")  # columns of P, dP, dS tiles
 
     # -- 1. dV = P^T dO ------------------------------------------------------------
     dv = gemm_loop(
@@ -109,7 +109,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         "i",
         "T_r",
         (
-            ("p", "P", ("bh", "i", "n"), f"{row_i}*{col_n}*e"),
+            ("p", "P", ("bh", "i", "n"), f"{row_i}*{pad_n}*e"),
             ("do", "dO", ("bh", "i"), f"{row_i}*d*e"),
         ),
         row_i,
@@ -128,7 +128,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                         Load("v", "V", ("bh", "n"), f"{col_n}*d*e"),
                         Mma(row_m, col_n, "d", dtype, deps=("do", "v")),
                         Vector(smem=through_smem(f"{row_m}*{col_n}*e")),  # to the store layout
-                        Store("dP", ("bh", "m", "n"), f"{row_m}*{col_n}*e"),
+                        Store("dP", ("bh", "m", "n"), f"{row_m}*{pad_n}*e"),
                     ),
                     c.num_warps,
                 ),
@@ -146,8 +146,8 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     for k in range(passes):
         suffix = str(k) if passes > 1 else ""
         row_loads += [
-            Load(f"p{suffix}", "P", ("bh", "r"), "N_kv*e"),
-            Load(f"dp{suffix}", "dP", ("bh", "r"), "N_kv*e"),
+            Load(f"p{suffix}", "P", ("bh", "r"), "N_pad*e"),
+            Load(f"dp{suffix}", "dP", ("bh", "r"), "N_pad*e"),
         ]
     softmax = Launch(
         name="bwd_softmax",
@@ -162,7 +162,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
                             fp32=f"N_kv*{STANDARD_BWD_FP32_PER_SCORE_SOFTMAX}",
                             deps=tuple(op.id for op in row_loads),
                         ),
-                        Store("dS", ("bh", "r"), "N_kv*e"),
+                        Store("dS", ("bh", "r"), "N_pad*e"),
                     ),
                     sm_warps,
                 ),
@@ -183,7 +183,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         "j",
         "T_c",
         (
-            ("ds", "dS", ("bh", "m", "j"), f"{row_m}*{col_j}*e"),
+            ("ds", "dS", ("bh", "m", "j"), f"{row_m}*{pad_j}*e"),
             ("k", "K", ("bh", "j"), f"{col_j}*d*e"),
         ),
         col_j,
@@ -198,14 +198,14 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         "i",
         "T_r",
         (
-            ("ds", "dS", ("bh", "i", "n"), f"{row_i}*{col_n}*e"),
+            ("ds", "dS", ("bh", "i", "n"), f"{row_i}*{pad_n}*e"),
             ("q", "Q", ("bh", "i"), f"{row_i}*d*e"),
         ),
         row_i,
     )
 
     launches = (dv, dp, softmax, dq, dk)
-    nn = (w.batch, w.heads, w.seqlen_q, w.seqlen_kv)
+    nn = (w.batch, w.heads, w.seqlen_q, p["N_pad"])
     tensors = [t for t in backward_tensors(w) if t.name not in ("O", "D")] + [
         TensorSpec(name, nn, dtype) for name in ("P", "dP", "dS")
     ]

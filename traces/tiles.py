@@ -32,7 +32,7 @@ from .workload import KernelConfig, Workload
 STANDARD_FP32_PER_SCORE_SCALE = 1  # S = Q K^T * scale, in the first GEMM's epilogue
 STANDARD_FP32_PER_SCORE_SOFTMAX = 4  # row max, subtract max, row sum, multiply by 1/sum
 STANDARD_FP32_PER_SCORE_SECOND_PASS = 1  # two-pass rows: pass 1 max, FMA, sum; pass 2 FMA, multiply
-FP32_PER_MASKED_SCORE = 1  # standard's softmax: the causal bound on its masked row loads
+FP32_PER_MASKED_SCORE = 1  # standard's softmax: the select of the scores past a row's end
 # The flash kernels' mask, per masked score: column bounds, the causal compare, the
 # select of -inf and the separate scale/subtract it costs (ncu on the H200, Triton 3.6:
 # 12.0 non-MUFU instructions per score in v3's all-masked loop, 6.4 in v2's unmasked one)

@@ -3,6 +3,7 @@
 ::
 
     python -m tilesim.validate.profile --out profiles/sm90a-triton-3.6.json
+    python -m tilesim.validate.profile --out profiles/sm90a-triton-3.6.json --algos standard
     python -m tilesim.validate.profile --check validate/results/<date>-h200-registers.json
 
 Needs torch and the Triton the profile is for (the GPU machine's: 3.6), no GPU
@@ -12,9 +13,11 @@ causal or not, each with the default config and the named configs; for
 standard's row kernels every row plan an N up to ``MAX_SEQLEN`` selects; each at N a multiple
 of the tiles, of 16 only and of neither, and with one head; and every variant
 the committed GPU measurements (``validate/results/*-registers.json``,
-``*-ncu.json``) hold. Each compiled kernel gives its registers and local memory
-(cuobjdump), its SASS loops and spill-reload waits (``validate/sass.py``) and its
-issue cycles (``validate/issue.py``). A variant that does not compile is listed
+``*-ncu.json``) hold. ``--algos`` rebuilds only those algorithms' variants (after a
+change to their kernels) and keeps the others of the profile at ``--out``. Each
+compiled kernel gives its registers and local memory (cuobjdump), its SASS loops
+and spill-reload waits (``validate/sass.py``) and its issue cycles
+(``validate/issue.py``). A variant that does not compile is listed
 with the error. ``--check`` compiles the cases of a GPU's registers file
 (``validate/registers.py``) and compares: the same registers, spills and SASS loops
 mean the CPU build is the GPU's.
@@ -51,8 +54,8 @@ NOTES = (
     f"compile shapes: batch {BATCH}, heads {HIDDEN}/d and 1; N = "
     f"{', '.join(map(str, SEQLENS))} (a multiple of every tile, of 16 only, of neither), "
     "and for the row kernels one N of each of those classes per row plan. N_q and N_kv "
-    "of different classes are not compiled; nor is the standard kernels' row padding "
-    "told apart (N rounded up to 8, which may be a multiple of 16 where N is not)",
+    "of different classes are not compiled (the standard kernels' rows are padded to "
+    "a multiple of 16 at every N)",
     "registers and local (spill) bytes per thread: cuobjdump --dump-resource-usage",
     "issue cycles: validate/issue.py (SASS replayed on one warp scheduler) with the "
     "latencies it takes from H200 micro-benchmarks (validate/results/logs/"
@@ -214,8 +217,10 @@ def _rounded(cycles) -> tuple[float, ...]:
     return tuple(round(float(x), ISSUE_DECIMALS) for x in cycles)
 
 
-def build_profile(name: str, arch: str = "hopper", log=print) -> Profile:
-    """Compile every case (``selectable_cases`` for the H100 and H200, then
+def build_profile(
+    name: str, arch: str = "hopper", log=print, algos: tuple[str, ...] = ALGOS
+) -> Profile:
+    """Compile every case of ``algos`` (``selectable_cases`` for the H100 and H200, then
     ``measured_cases``) and return the profile."""
     from ..hwmodels import load_gpu
     from ..profiles import TARGETS
@@ -223,7 +228,7 @@ def build_profile(name: str, arch: str = "hopper", log=print) -> Profile:
 
     gpus = [load_gpu(g) for g in ("h200", "h100")]
     collector = Collector(log)
-    cases = selectable_cases(gpus) + measured_cases()
+    cases = [case for case in selectable_cases(gpus) + measured_cases() if case[0] in algos]
     for i, (algo, w, c) in enumerate(cases):
         collector.add(algo, w, c, gpus[0])
         if i % 50 == 0:
@@ -238,6 +243,28 @@ def build_profile(name: str, arch: str = "hopper", log=print) -> Profile:
         notes=NOTES,
     )
     return Profile(name, arch, provenance, collector.entries, collector.failures)
+
+
+def _merged(rebuilt: Profile, path: Path, algos: tuple[str, ...]) -> Profile:
+    """The profile at ``path`` with its variants of ``algos`` replaced by ``rebuilt``'s."""
+    from ..profiles import load
+
+    old = load(path)
+    keep = {v: f for v, f in old.entries.items() if v.algo not in algos}
+    failed = {v: f for v, f in old.failures.items() if v.algo not in algos}
+    p = rebuilt.provenance
+    note = (
+        f"{', '.join(algos)} rebuilt {p.date} at {p.git_commit or 'an unknown commit'}; "
+        f"the rest from {old.provenance.date} at {old.provenance.git_commit or 'unknown'}"
+    )
+    provenance = dataclasses.replace(p, notes=(*p.notes, note))
+    return Profile(
+        rebuilt.name,
+        rebuilt.arch,
+        provenance,
+        {**keep, **rebuilt.entries},
+        {**failed, **rebuilt.failures},
+    )
 
 
 def differences(registers_file: Path) -> tuple[int, list[str]]:
@@ -286,6 +313,10 @@ def main(argv: list[str] | None = None) -> None:
         metavar="REGISTERS_JSON",
         help="instead compare CPU builds with a GPU's (validate/results/*-registers.json)",
     )
+    ap.add_argument(
+        "--algos",
+        help="rebuild only these algorithms' variants (comma-separated) in the profile at --out",
+    )
     args = ap.parse_args(argv)
     if args.check:
         n, differ = differences(args.check)
@@ -294,7 +325,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1 if differ else 0)
     if args.out is None:
         ap.error("--out or --check is required")
-    profile = build_profile(args.out.stem, log=lambda *a: print(*a, file=sys.stderr))
+    algos = tuple(args.algos.split(",")) if args.algos else ALGOS
+    if not set(algos) <= set(ALGOS):
+        ap.error(f"--algos: each of {', '.join(ALGOS)}, got {args.algos!r}")
+    profile = build_profile(args.out.stem, log=lambda *a: print(*a, file=sys.stderr), algos=algos)
+    if algos != ALGOS:
+        profile = _merged(profile, args.out, algos)
     write(profile, args.out)
     print(
         f"wrote {args.out}: {len(profile.entries)} variants, {len(profile.failures)} failed "

@@ -191,3 +191,28 @@ def test_bad_grad_requests(device):
     _raises("out= cannot be used", at, qg, k, v, out=torch.empty_like(q))
     _raises("bwd_config applies only", at, q, k, v, bwd_config=SMALL)
     _raises("config must be a KernelConfig", at, qg, k, v, bwd_config="64x64")
+
+
+@pytest.mark.parametrize("n", [3, 13, 100])
+def test_standard_padding_poisoned(n, device, monkeypatch):
+    """Standard's S, P, dP and dS buffers start as NaN: its kernels read their rows up to
+    the padding (N rounded up to 16, so that accesses stay 16-byte vectors) and must
+    write zeros there before any kernel reads them, forward and backward."""
+    from tilesim.kernels import standard, standard_bwd
+
+    def poisoned_buffer(q, n_kv):
+        return standard.torch.full(
+            (q.shape[0] * q.shape[1], q.shape[2], standard.padded_row(n_kv)),
+            float("nan"),
+            dtype=q.dtype,
+            device=q.device,
+        )
+
+    monkeypatch.setattr(standard, "probs_buffer", poisoned_buffer)
+    monkeypatch.setattr(standard_bwd, "probs_buffer", poisoned_buffer)
+    for causal in (False, True):
+        shape = (1, 2, n, n, 64)
+        q, k, v, do = _inputs(shape, torch.float16, device, _seed("pad", n, causal))
+        out = K.attention(q, k, v, causal=causal, algo="standard", config=SMALL)
+        assert rel_error(out, reference(q, k, v, causal)) < TOL[torch.float16]
+        _check("standard", shape, causal, torch.float16, device)

@@ -4,7 +4,8 @@ Every path of ``softmax_fwd_plan`` runs: one pass (non-causal), one pass at each
 causal width (block/4, block/2, block), two passes (causal and not, by shrinking the
 plan's limits), rows not a multiple of the block or of 8 columns, n_q != n_kv. S's
 padding columns hold NaN (a row's loads reach up to 7 of them: they must not leak
-into P) and P starts as NaN (every element of a row must be written; masked ones 0).
+into P) and P starts as NaN (every element of a row must be written; masked ones 0,
+and the padding columns 0: pv reads them).
 CPU: the Triton interpreter; the ``gpu`` tests run real row lengths.
 """
 
@@ -20,7 +21,7 @@ from tilesim.traces import standard as plan  # noqa: E402
 def _rows(bh, n_q, n_kv, device, seed):
     """S as probs_buffer lays it out: random scores, NaN in the padding columns."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    n_pad = -(-n_kv // 8) * 8
+    n_pad = plan.padded_row(n_kv)
     s = torch.full((bh, n_q, n_pad), float("nan"), dtype=torch.float16)
     s[:, :, :n_kv] = (3 * torch.randn((bh, n_q, n_kv), generator=gen)).to(torch.float16)
     return s.to(device), torch.full(
@@ -42,7 +43,7 @@ def _check(bh, n_q, n_kv, causal, device, seed=0):
     assert err < 2e-3, f"{(bh, n_q, n_kv, causal)}: rel error {err:.2e}"
     if causal:
         assert (got[:, masked] == 0).all()  # exactly zero past the diagonal
-    assert torch.isnan(p[:, :, n_kv:]).all()  # padding columns are not written
+    assert (p[:, :, n_kv:] == 0).all()  # padding columns: zeros
 
 
 @pytest.mark.parametrize("causal", [False, True])
