@@ -33,7 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..traces.standard import padded_row, softmax_fwd_plan, softmax_plan
+from ..traces.standard import softmax_fwd_plan, softmax_plan
+from ..traces.tiles import padded_row
 from ._common import LOG2E, strides
 
 NEG_INF = tl.constexpr(float("-inf"))

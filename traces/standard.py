@@ -31,10 +31,13 @@ from ..hwmodels.gpu import GPU
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
 from .tiles import (
     FP32_PER_MASKED_SCORE,
+    ROW_PAD,
     STANDARD_FP32_PER_SCORE_SCALE,
     STANDARD_FP32_PER_SCORE_SECOND_PASS,
     STANDARD_FP32_PER_SCORE_SOFTMAX,
     cols,
+    padded_cols,
+    padded_row,
     params,
     qkvo_tensors,
     regs_estimate,
@@ -58,11 +61,6 @@ SOFTMAX_FWD_MAX_BLOCK = 16384
 SOFTMAX_FWD_TIERS = 3
 SOFTMAX_MIN_WIDTH = 16
 SOFTMAX_LOAD_VECTOR = 8  # a causal row loads its scores rounded up to 8 (16-byte loads)
-# Rows of S and P (and the backward's dP, dS) are padded to a multiple of this: Triton
-# specialises an integer argument divisible by 16, so the row stride and the column
-# bounds (the padded length) are known multiples of 16 and every access a 16-byte one.
-# At a row length it cannot prove a multiple of 8 elements, every access is a 2-byte one.
-ROW_PAD = 16
 
 
 class SoftmaxPlan(NamedTuple):
@@ -78,20 +76,9 @@ class SoftmaxPlan(NamedTuple):
         return tuple(self.block >> t for t in reversed(range(self.tiers)))
 
 
-def padded_row(n_kv: int) -> int:
-    """The length of a row of S, P and their gradients in HBM: ``n_kv`` rounded up to
-    ROW_PAD (Triton then compiles 16-byte accesses, as for N a multiple of 16)."""
-    return -(-n_kv // ROW_PAD) * ROW_PAD
-
-
 def row_params(workload: Workload, config: KernelConfig) -> dict:
     """``params`` and ``N_pad``, the padded row length (:func:`padded_row`)."""
     return {**params(workload, config), "N_pad": padded_row(workload.seqlen_kv)}
-
-
-def padded_cols(j: str) -> str:
-    """Columns of S block ``j`` in the padded rows: block_n, the last block to N_pad."""
-    return f"min(block_n, N_pad - block_n*({j}))"
 
 
 def _warps(block: int) -> int:

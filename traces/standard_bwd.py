@@ -25,9 +25,10 @@ Closed forms (exact for any shape, partial tiles included):
   ``passes`` times by the softmax backward, dP written once and read ``passes``
   times, dS written once and read twice; each d-wide operand read once per tile
   of the other side (T_r = cdiv(N_q, block_m), T_c = cdiv(N_kv, block_n)):
-  reads = B·H·[(3 + 2·passes)·N_q·N_kv·e + 3·T_c·N_q·d·e + 2·T_r·N_kv·d·e]
+  reads = B·H·[(3 + 2·passes)·N_q·N_pad·e + 3·T_c·N_q·d·e + 2·T_r·N_kv·d·e]
   (dO twice and Q once per K block; V and K once per Q block),
-  writes = B·H·[2·N_q·N_kv·e + (N_q + 2·N_kv)·d·e].
+  writes = B·H·[2·N_q·N_pad·e + (N_q + 2·N_kv)·d·e], with N_pad = N_kv rounded up to
+  16 (the rows of P, dP and dS, ``tiles.padded_row``).
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from __future__ import annotations
 from ..hwmodels.gpu import GPU
 from .flash_v2_bwd import backward_tensors
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
-from .standard import SOFTMAX_REGS, padded_cols, row_params, softmax_plan
+from .standard import SOFTMAX_REGS, row_params, softmax_plan
 from .tiles import (
     BWD_FP32_PER_GRAD_SCALE,
     STANDARD_BWD_FP32_PER_SCORE_SOFTMAX,
     cols,
+    padded_cols,
     regs_estimate,
     rows,
     through_smem,

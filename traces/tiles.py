@@ -167,10 +167,28 @@ V1_BWD_FP32_PER_DQ_STEP = 2  # dQ_i(HBM) + scale * (dS K_j): one FMA per element
 STANDARD_BWD_FP32_PER_SCORE_SOFTMAX = 4
 
 
+# Standard attention's rows of S and P (and the backward's dP, dS) are padded to a
+# multiple of this in HBM: Triton specialises an integer argument divisible by 16, so
+# the kernels' row strides and column bounds are known multiples of 16 and every access
+# a 16-byte one; at a row length it cannot prove a multiple of 8, each is a 2-byte one.
+ROW_PAD = 16
+
+
+def padded_row(n_kv: int) -> int:
+    """The length of a row of standard's S, P, dP and dS in HBM: ``n_kv`` rounded up
+    to ROW_PAD."""
+    return -(-n_kv // ROW_PAD) * ROW_PAD
+
+
+def padded_cols(j: str) -> str:
+    """Columns of S block ``j`` in the padded rows: block_n, the last block to N_pad."""
+    return f"min(block_n, N_pad - block_n*{_wrap(j)})"
+
+
 def kept_bytes(algo: str, workload: Workload) -> int:
     """Bytes the forward keeps in HBM for the backward, besides Q, K, V themselves.
 
-    Standard attention keeps the probabilities P (N_q x N_kv, input dtype) — its
+    Standard attention keeps the probabilities P (N_q x N_pad, input dtype) — its
     backward reads them instead of recomputing; FlashAttention keeps only O and
     per-row softmax statistics and recomputes P tile by tile: v2/v3 one fp32
     log-sum-exp per row, v1 (Algorithm 2/4) the row max m and sum l.
@@ -178,7 +196,7 @@ def kept_bytes(algo: str, workload: Workload) -> int:
     w = workload
     rows_total = w.batch * w.heads * w.seqlen_q
     if algo == "standard":
-        return rows_total * w.seqlen_kv * w.elem_bytes
+        return rows_total * padded_row(w.seqlen_kv) * w.elem_bytes
     o = rows_total * w.head_dim * output_bytes(w)
     stats = 2 if algo == "v1" else 1
     return o + stats * rows_total * FP32_BYTES

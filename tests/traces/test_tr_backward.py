@@ -15,6 +15,7 @@ from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Load, Mma, Store, Vector
 from tilesim.traces.standard import softmax_plan
+from tilesim.traces.tiles import padded_row
 
 BWD_ALGOS = ("standard", "v1", "v2")
 # matmul FLOPs per (B, H, N_q, N_kv, d) of the backward schedules, non-causal:
@@ -117,8 +118,9 @@ def test_standard_bytes_closed_form(shape, h100):
     bh, nq, nk, d, e = w.batch * w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim, w.elem_bytes
     t_r, t_c = cdiv(nq, cfg.block_m), cdiv(nk, cfg.block_n)
     passes = softmax_plan(nk)[1]
-    reads = (3 + 2 * passes) * nq * nk * e + 3 * t_c * nq * d * e + 2 * t_r * nk * d * e
-    writes = 2 * nq * nk * e + (nq + 2 * nk) * d * e
+    row = padded_row(nk)  # P, dP and dS rows, padded to 16 columns
+    reads = (3 + 2 * passes) * nq * row * e + 3 * t_c * nq * d * e + 2 * t_r * nk * d * e
+    writes = 2 * nq * row * e + (nq + 2 * nk) * d * e
     assert c.no_reuse_read_bytes == bh * reads
     assert c.no_reuse_write_bytes == bh * writes
 
@@ -228,7 +230,7 @@ def test_kept_bytes_are_what_the_forward_writes_and_the_backward_reads(algo, cau
     assert kept_bytes(algo, w) == sum(sizes[t] for t in kept)
     rows = w.batch * w.heads * w.seqlen_q
     expected = {
-        "standard": rows * w.seqlen_kv * 2,  # P, n x n
+        "standard": rows * 1008 * 2,  # P, n x n (rows padded to 16 columns)
         "v1": rows * w.head_dim * 2 + 2 * rows * 4,  # O + l + m
         "v2": rows * w.head_dim * 2 + rows * 4,  # O + LSE
     }[algo]

@@ -62,10 +62,23 @@ def test_profile_is_what_the_gpu_compiled_and_build_applies_it(profile):
 
 
 def test_profile_registers_equal_nsight_computes(profile):
+    """Registers Nsight Compute read, unless a later GPU compile of the same variant
+    (a registers file of a later date: the kernel changed since) says otherwise."""
+    newest = {}  # variant -> (file date, registers)
+    for pattern in ("*-ncu.json", "*-registers.json"):
+        for path in sorted(RESULTS.glob(pattern)):
+            date = path.name[:10]
+            for algo, w, c, launch, kern in _measured(path.name):
+                v = variant_of(algo, w, c, launch.name)
+                if v not in newest or newest[v][0] < date:
+                    newest[v] = (date, kern["registers_per_thread"])
     n = 0
-    for algo, w, c, launch, kern in _measured("*-ncu.json"):
+    for algo, w, c, launch, _ in _measured("*-ncu.json"):
         facts = profile.get(variant_of(algo, w, c, launch.name))
-        assert facts.registers_per_thread == kern["registers_per_thread"], (algo, launch.name)
+        assert facts.registers_per_thread == newest[variant_of(algo, w, c, launch.name)][1], (
+            algo,
+            launch.name,
+        )
         n += 1
     assert n > 40
 
@@ -189,13 +202,21 @@ def test_a_failed_variant_is_estimated_with_the_compile_error(profile, h200):
 
 
 def test_an_n_off_the_tiles_takes_the_code_it_compiles_to(h200):
-    """N = 1000 (not a multiple of 16) compiles bounds-checked code: standard's P V kernel
-    holds 194 registers, not 128, and issues 2.5x the cycles per step."""
+    """N = 1000 (not a multiple of 16) compiles bounds-checked code: v2's kernel holds 206
+    registers, not 188. Standard's kernels compile the same code at any N (their rows
+    are padded to 16: every bound they see is a multiple of 16)."""
 
-    def pv(n):
-        return build("standard", Workload(2, 16, n, n, 128), h200).launches[2]
+    def launch(algo, n, i):
+        return build(algo, Workload(2, 16, n, n, 128), h200).launches[i]
 
-    aligned, ragged = pv(1024), pv(1000)
-    assert (aligned.regs_per_thread, ragged.regs_per_thread) == (128, 194)
-    assert ragged.issue_per_step[0] > 2 * aligned.issue_per_step[0]
+    aligned, ragged = launch("v2", 1024, 0), launch("v2", 1000, 0)
+    assert (aligned.regs_per_thread, ragged.regs_per_thread) == (188, 206)
+    assert aligned.issue_per_cta != ragged.issue_per_cta
     assert aligned.estimated == ragged.estimated == ""
+    for i in range(3):
+        a, r = launch("standard", 1024, i), launch("standard", 1000, i)
+        assert (a.regs_per_thread, a.issue_per_step, a.issue_per_cta) == (
+            r.regs_per_thread,
+            r.issue_per_step,
+            r.issue_per_cta,
+        )
