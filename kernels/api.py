@@ -164,11 +164,7 @@ def _new_call(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_
     plan = forward_plan(q, k, v, causal, sm_scale, algo, config, q_scale, k_scale, v_scale)
     if out is not None:
         check_out(out, plan.out_shape, plan.out_dtype, q.device)
-
-    def forward(q, k, v, out):
-        return plan(q, k, v, out)[0]
-
-    return forward
+    return plan.output
 
 
 def _traced(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale):

@@ -76,7 +76,8 @@ def out_dtype(q_dtype: torch.dtype) -> torch.dtype:
 
 
 class ForwardPlan:
-    """One signature's forward: ``plan(q, k, v[, out]) -> (out, state)``."""
+    """One signature's forward: ``plan(q, k, v[, out]) -> (out, state)``, or
+    ``plan.output(q, k, v[, out]) -> out`` where nothing will read the state."""
 
     def __init__(self, algo, causal, sm_scale, config, scales, q, k, v):
         self.algo, self.causal, self.sm_scale, self.config = algo, causal, sm_scale, config
@@ -87,6 +88,7 @@ class ForwardPlan:
         self.state_shape = state_shape(algo, q.shape, k.shape[2])
         self.state_dtype = state_dtype(algo, q.dtype)
         self.device = q.device
+        self.scratch = None  # v2 and v3: a log-sum-exp buffer for the calls of ``output``
         if algo == "v2":
             self.run = flash_v2.Forward(q, k, v, causal, sm_scale, config).run
         elif algo == "v3":
@@ -104,6 +106,23 @@ class ForwardPlan:
             raise resources_error(self.algo, self.config, exc) from None
         return out, state
 
+    def output(self, q, k, v, out=None):
+        """O alone. v2 and v3 write their log-sum-exp, which no one reads then, into one
+        buffer that every such call reuses (not one made while a CUDA graph is captured:
+        that memory belongs to the graph)."""
+        if out is None:
+            out = torch.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
+        state = self.scratch
+        if state is None:
+            state = torch.empty(self.state_shape, dtype=self.state_dtype, device=self.device)
+            if self.algo in ("v2", "v3") and not _capturing(self.device):
+                self.scratch = state
+        try:
+            self.run(q, k, v, out, state)
+        except triton.runtime.errors.OutOfResources as exc:
+            raise resources_error(self.algo, self.config, exc) from None
+        return out
+
     def _run_launches(self, q, k, v, out, state):
         """standard and v1: their modules' own launch lists (state: P, or ℓ and m)."""
         keep = {"p": state} if self.algo == "standard" else {"lm": state}
@@ -112,6 +131,10 @@ class ForwardPlan:
             q, k, v, self.causal, self.sm_scale, self.config, out, **keep
         ):
             run()
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 def make_forward(q, k, v, causal, sm_scale, algo, config, q_scale, k_scale, v_scale):

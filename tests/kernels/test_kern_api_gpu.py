@@ -10,6 +10,7 @@ import pytest
 from conftest import make_qkv
 
 import tilesim.kernels as K
+from tilesim.kernels import launch, plans
 
 torch = pytest.importorskip("torch")
 
@@ -140,3 +141,6 @@ def test_a_forward_call_costs_microseconds_of_host_time():
     per_call = sorted(rounds)[2]
     print(f"{algo} host time per call: {per_call * 1e6:.1f} µs")
     assert per_call < OVERHEAD_LIMIT_S
+    # the launch went to the launcher's C function, not through Triton's Python launcher
+    plan = plans.forward_plan(q, k, v, True, None, algo, None, None, None, None)
+    assert plan.run.__self__.launch.direct.__func__ is launch.Launch._raw
