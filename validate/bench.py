@@ -192,7 +192,9 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
         if impl == "tilesim-standard":
             extra["parts"] = _standard_parts(q, k, v, w.causal, config, warmup_ms, rep_ms)
         if impl.startswith("tilesim-"):
-            extra.update(_api_figures(impl, w, q, k, v, config, scales, run, warmup_ms, rep_ms))
+            extra.update(
+                _api_figures(impl, w, q, k, v, config, scales, run, warmup_ms, rep_ms, sampler)
+            )
         return _row(impl, w, config, "ok", time_s=t, rel_error=err, **extra)
     except TilesimError as exc:
         return _row(impl, w, config, "skipped", note=timing.first_line(exc))
@@ -267,10 +269,11 @@ def _tilesim_run(algo, q, k, v, causal, config, scales, out):
     return timing.kernel_run(algo, q, k, v, causal, config, scales, out)[1]
 
 
-def _api_figures(impl, w, q, k, v, config, scales, launch_run, warmup_ms, rep_ms) -> dict:
+def _api_figures(impl, w, q, k, v, config, scales, launch_run, warmup_ms, rep_ms, sampler) -> dict:
     """The public API beside the bare launches, on the same inputs and config: its
-    output checked, then ``api_time_s`` (do_bench, whatever the host adds), ``api_host_s``
-    and ``launch_host_s`` (host seconds per call, :func:`timing.host_s`)."""
+    output checked, then ``api_time_s`` (do_bench, whatever the host adds; the SM clock
+    meanwhile, ``api_clock_sm_MHz``), ``api_host_s`` and ``launch_host_s`` (host seconds
+    per call, :func:`timing.host_s`)."""
     from ..kernels import attention
     from ..kernels._common import device_gpu
 
@@ -285,10 +288,12 @@ def _api_figures(impl, w, q, k, v, config, scales, launch_run, warmup_ms, rep_ms
         err = timing.check_output(api, q, k, v, w.causal, scales, w.dtype)
         if not err <= timing.TOLERANCE[w.dtype]:
             return {"api_rel_error": err, "api_note": f"wrong: rel. error {err:.3g}"}
+        t0 = time.perf_counter()
         t, _ = timing.bench_repeat(api, warmup_ms, rep_ms)
         return {
             "api_time_s": t,
             "api_tflops": schema.attention_flops(w) / t / 1e12,
+            "api_clock_sm_MHz": timing.clock_during(sampler, t0),
             "api_host_s": timing.host_s(api),
             "launch_host_s": timing.host_s(launch_run),
             "api_rel_error": err,
