@@ -116,7 +116,9 @@ def attention(
     captured in a CUDA graph, forward and backward.
     """
     if _compiling():
-        return _traced(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale)
+        return _traced(
+            q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale, bwd_config
+        )
     try:
         key = (
             algo, causal, causal.__class__, sm_scale, sm_scale.__class__, config, bwd_config,
@@ -167,7 +169,7 @@ def _new_call(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_
     return plan.output
 
 
-def _traced(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale):
+def _traced(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale, bwd_config):
     """``attention`` as torch.compile sees it: the custom operator, checked when it runs."""
     if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         check_backward_algo(algo, q)
@@ -180,7 +182,7 @@ def _traced(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_sc
         scale,
         algo,
         config_key(config),
-        "",
+        config_key(bwd_config),
         1.0 if q_scale is None else float(q_scale),
         1.0 if k_scale is None else float(k_scale),
         1.0 if v_scale is None else float(v_scale),
