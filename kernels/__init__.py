@@ -13,6 +13,10 @@ Public API::
     for name, run in runs: run()                                # preprocess, dkdv, dq
     attention(q.requires_grad_(), k, v).backward(do)            # or through autograd
 
+``attention`` sets a call signature up once (:mod:`.plans`) and is the custom operator
+``torch.ops.tilesim.attention`` (:mod:`.ops`): torch.compile traces it, CUDA graphs
+capture it.
+
 This package is the only part of tilesim that needs torch and triton
 (``pip install 'tilesim[kernels]'``). Importing it works without them; calling
 anything then raises a one-line :class:`~tilesim.errors.TilesimError`.

@@ -7,6 +7,7 @@ Only kernels/ imports torch and triton; this module is imported lazily by
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass
 
@@ -96,8 +97,11 @@ class DeviceFeatures:
     smem_bytes_per_cta_max: int
 
 
+@functools.cache
 def device_gpu(device: torch.device):
-    """The hwmodels GPU preset that matches ``device`` (the interpreter counts as an A100)."""
+    """The hwmodels GPU preset that matches ``device`` (the interpreter counts as an A100).
+
+    Read once per device: loading a preset parses its TOML files."""
     if device.type == "cuda":
         major, _ = torch.cuda.get_device_capability(device)
         name = torch.cuda.get_device_name(device)
@@ -141,16 +145,21 @@ def resolve_config(
     return config
 
 
+def resources_error(algo: str, config: KernelConfig, exc: Exception) -> TilesimError:
+    """Triton's out-of-resources failure as one line."""
+    return TilesimError(
+        f"{algo} with block_m={config.block_m} block_n={config.block_n} "
+        f"num_warps={config.num_warps} num_stages={config.num_stages} does not fit: {exc}"
+    )
+
+
 @contextlib.contextmanager
 def launch_errors(algo: str, config: KernelConfig):
     """Turn Triton's out-of-resources failure into a one-line TilesimError."""
     try:
         yield
     except triton.runtime.errors.OutOfResources as exc:
-        raise TilesimError(
-            f"{algo} with block_m={config.block_m} block_n={config.block_n} "
-            f"num_warps={config.num_warps} num_stages={config.num_stages} does not fit: {exc}"
-        ) from None
+        raise resources_error(algo, config, exc) from None
 
 
 def check_out(out, shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -1,38 +1,41 @@
-"""The one entry point to the kernels: check the inputs, pick the config, launch.
+"""The entry points to the kernels: check the inputs, pick the config, launch.
 
-``attention`` runs an algorithm end to end. ``launches`` returns the same work
-as named launches (standard attention has three kernels; v3 with fp8 has a V
-transpose before its kernel) so a benchmark can time each one.
+``attention`` runs an algorithm end to end; what it checks and sets up is made once per
+call signature (:mod:`tilesim.kernels.plans`), so a repeated call costs a lookup, its
+allocations and the launches. ``launches`` returns the same work as named launches
+(standard attention has three kernels; v3 with fp8 has a V transpose before its kernel)
+so a benchmark can time each one.
 
-Backward (standard, v1, v2): ``attention`` is differentiable when q, k or v
-requires grad (:mod:`tilesim.kernels.autograd`); ``backward_launches`` runs the
-forward once and returns the gradients with the named backward launches that
+Backward (standard, v1, v2): ``attention`` is differentiable when q, k or v requires
+grad, through the custom operator of :mod:`tilesim.kernels.ops`; ``backward_launches``
+runs the forward once and returns the gradients with the named backward launches that
 fill them, so a benchmark can time the backward alone.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 
 from ..errors import TilesimError
-from ..traces.workload import ALGOS
-from . import flash_v1, flash_v2, flash_v3, standard
-from ._common import check_inputs, check_out, is_hopper, launch_errors, resolve_config
-from .autograd import AttentionFunction, backward_runs, empty_grads, forward_saving
+from . import ops
+from ._common import check_inputs, check_out, launch_errors, resolve_config
+from .autograd import backward_runs, empty_grads
+from .plans import (
+    ALGORITHMS,
+    backward_config,
+    check_backward_algo,
+    check_causal_scale,
+    config_key,
+    forward_plan,
+    remember,
+)
 from .reference import default_scale
 
-ALGORITHMS = {"standard": standard, "v1": flash_v1, "v2": flash_v2, "v3": flash_v3}
-
-
-def _check_scalar(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TilesimError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise TilesimError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
+_grad_enabled = torch.is_grad_enabled
+_compiling = torch.compiler.is_compiling
+_CALLS: dict = {}  # call signature -> the function that runs it
 
 
 def launches(
@@ -54,37 +57,14 @@ def launches(
     Running every ``run()`` in order computes the attention into ``out``; nothing
     runs before that. Arguments as for :func:`attention`.
     """
-    if algo not in ALGORITHMS:
-        raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
-    dtype = check_inputs(q, k, v, algo)
-    if not isinstance(causal, bool):
-        raise TilesimError(f"causal must be True or False, got {causal!r}")
-    d = q.shape[-1]
-    sm_scale = default_scale(d) if sm_scale is None else _check_scalar("sm_scale", sm_scale)
-    if algo == "v3" and not is_hopper(q.device):
-        where = torch.cuda.get_device_name(q.device) if q.device.type == "cuda" else "the CPU"
-        raise TilesimError(
-            f"v3 needs an NVIDIA Hopper GPU (sm_90: TMA, wgmma), not {where} (use v2)"
-        )
-    scales = {"q_scale": q_scale, "k_scale": k_scale, "v_scale": v_scale}
-    extra = {}
-    if dtype == "fp8":
-        extra = {n: 1.0 if s is None else _check_scalar(n, s) for n, s in scales.items()}
-    elif any(s is not None for s in scales.values()):
-        raise TilesimError("q_scale, k_scale and v_scale apply to fp8 inputs only")
-    config = resolve_config(algo, q, k, causal, dtype, config)
-    if algo == "v3":
-        problem = flash_v3.check_config(config)
-        if problem:
-            raise TilesimError(problem)
-    out_dtype = torch.float16 if dtype == "fp8" else q.dtype
-    batch, heads, n_q, _ = q.shape
-    out = check_out(out, (batch, heads, n_q, d), out_dtype, q.device)
-    runs = ALGORITHMS[algo].launches(q, k, v, causal, sm_scale, config, out, **extra)
+    plan = forward_plan(q, k, v, causal, sm_scale, algo, config, q_scale, k_scale, v_scale)
+    out = check_out(out, plan.out_shape, plan.out_dtype, q.device)
+    module = ALGORITHMS[algo]
+    runs = module.launches(q, k, v, plan.causal, plan.sm_scale, plan.config, out, **plan.scales)
 
     def guarded(run):
         def call():
-            with launch_errors(algo, config):
+            with launch_errors(algo, plan.config):
                 run()
 
         return call
@@ -127,36 +107,89 @@ def attention(
     tiles of ``traces.config.default_config`` with ``pass_="bwd"``). v3, fp8 and an
     ``out`` buffer are refused then, at forward time. Inputs that need no grad take
     the forward-only path, unchanged.
+
+    The checks, the config and the launches' set-up are made on the first call of each
+    signature (shapes, strides, dtypes, devices and options; :mod:`.plans`); later calls
+    allocate the output and launch. Differentiable calls, and every call that
+    ``torch.compile`` traces, go through the custom operator ``torch.ops.tilesim.attention``
+    (:mod:`.ops`). Nothing here synchronises: once a signature has run, its calls can be
+    captured in a CUDA graph, forward and backward.
     """
-    if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
+    if _compiling():
+        return _traced(
+            q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale, bwd_config
+        )
+    try:
+        key = (
+            algo, causal, causal.__class__, sm_scale, sm_scale.__class__, config, bwd_config,
+            q_scale, q_scale.__class__, k_scale, k_scale.__class__, v_scale, v_scale.__class__,
+            _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad),
+            q.shape, q.stride(), q.dtype, q.device,
+            k.shape, k.stride(), k.dtype, k.device,
+            v.shape, v.stride(), v.dtype, v.device,
+            None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+        )  # fmt: skip
+        call = _CALLS[key]
+    except KeyError:
+        call = _new_call(
+            q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale, bwd_config
+        )
+        remember(_CALLS, key, call)
+    except (AttributeError, TypeError):  # not tensors, an unhashable config: the checks say
+        call = _new_call(
+            q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale, bwd_config
+        )
+    return call(q, k, v, out)
+
+
+def _new_call(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale, bwd_config):
+    """Check a call of ``attention`` (one-line TilesimErrors); the function that runs it."""
+    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v)):
         if out is not None:
             raise TilesimError("out= cannot be used when q, k or v requires grad")
         if any(s is not None for s in (q_scale, k_scale, v_scale)):
             raise TilesimError("q_scale, k_scale and v_scale apply to fp8 inputs only")
-        _check_backward_algo(algo, q)
-        dtype = check_inputs(q, k, v, algo)
-        causal, sm_scale = _check_causal_scale(causal, sm_scale, q.shape[-1])
-        fwd_config = resolve_config(algo, q, k, causal, dtype, config)
-        bwd_config = resolve_config(algo, q, k, causal, dtype, bwd_config, pass_="bwd")
-        return AttentionFunction.apply(q, k, v, causal, sm_scale, algo, fwd_config, bwd_config)
+        check_backward_algo(algo, q)
+        check_inputs(q, k, v, algo)
+        causal, sm_scale = check_causal_scale(causal, sm_scale, q.shape[-1])
+        plan = forward_plan(q, k, v, causal, sm_scale, algo, config, None, None, None)
+        backward_config(q, k, causal, algo, bwd_config)  # checked now, not at backward time
+        args = (causal, sm_scale, algo, config_key(config), config_key(bwd_config), 1.0, 1.0, 1.0)
+        op = torch.ops.tilesim.attention.default
+
+        def differentiable(q, k, v, out):
+            return op(q, k, v, *args)[0]
+
+        return differentiable
     if bwd_config is not None:
         raise TilesimError("bwd_config applies only when q, k or v requires grad")
-    out, runs = launches(
+    plan = forward_plan(q, k, v, causal, sm_scale, algo, config, q_scale, k_scale, v_scale)
+    if out is not None:
+        check_out(out, plan.out_shape, plan.out_dtype, q.device)
+    return plan.output
+
+
+def _traced(q, k, v, causal, sm_scale, algo, config, out, q_scale, k_scale, v_scale, bwd_config):
+    """``attention`` as torch.compile sees it: the custom operator, checked when it runs."""
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        check_backward_algo(algo, q)
+    scale = default_scale(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    result, _ = ops.attention(
         q,
         k,
         v,
-        causal=causal,
-        sm_scale=sm_scale,
-        algo=algo,
-        config=config,
-        out=out,
-        q_scale=q_scale,
-        k_scale=k_scale,
-        v_scale=v_scale,
+        causal,
+        scale,
+        algo,
+        config_key(config),
+        config_key(bwd_config),
+        1.0 if q_scale is None else float(q_scale),
+        1.0 if k_scale is None else float(k_scale),
+        1.0 if v_scale is None else float(v_scale),
     )
-    for _, run in runs:
-        run()
-    return out
+    if out is None:
+        return result
+    return out.copy_(result)
 
 
 def quantize_fp8(x: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -164,22 +197,6 @@ def quantize_fp8(x: torch.Tensor) -> tuple[torch.Tensor, float]:
     amax = float(x.abs().max().float())
     scale = amax / 448.0 if amax > 0 else 1.0
     return (x.float() / scale).to(torch.float8_e4m3fn), scale
-
-
-def _check_backward_algo(algo, q) -> None:
-    """One-line errors for what has no backward kernel: v3, fp8, unknown names."""
-    if algo not in ALGORITHMS:
-        raise TilesimError(f"unknown algorithm {algo!r} (choose from {', '.join(ALGOS)})")
-    if algo == "v3":
-        raise TilesimError("v3 has no backward kernel; use v2 for gradients")
-    if getattr(q, "dtype", None) == torch.float8_e4m3fn:
-        raise TilesimError("the backward kernels take fp16 or bf16, not fp8")
-
-
-def _check_causal_scale(causal, sm_scale, d: int) -> tuple[bool, float]:
-    if not isinstance(causal, bool):
-        raise TilesimError(f"causal must be True or False, got {causal!r}")
-    return causal, default_scale(d) if sm_scale is None else _check_scalar("sm_scale", sm_scale)
 
 
 def backward_launches(
@@ -206,7 +223,7 @@ def backward_launches(
     Launch names: standard_bwd_{dv,dp,softmax,dq,dk}, v1_bwd,
     v2_bwd_{preprocess,dkdv,dq}. Algorithms: standard, v1, v2 (v3 and fp8: error).
     """
-    _check_backward_algo(algo, q)
+    check_backward_algo(algo, q)
     dtype = check_inputs(q, k, v, algo)
     if not isinstance(do, torch.Tensor):
         raise TilesimError(f"do must be a torch.Tensor, got {type(do).__name__}")
@@ -215,12 +232,11 @@ def backward_launches(
             f"do must be {q.dtype} {tuple(q.shape)} on {q.device} like q, got {do.dtype} "
             f"{tuple(do.shape)} on {do.device}"
         )
-    causal, sm_scale = _check_causal_scale(causal, sm_scale, q.shape[-1])
+    causal, sm_scale = check_causal_scale(causal, sm_scale, q.shape[-1])
     config = resolve_config(algo, q, k, causal, dtype, config, pass_="bwd")
-    fwd_config = resolve_config(algo, q, k, causal, dtype, None)
     # the backward kernels of v2 index contiguous [B, H, N, d]; copy once, here
     q, k, v, do = (t.detach().contiguous() for t in (q, k, v, do))
-    out, state = forward_saving(q, k, v, causal, sm_scale, algo, fwd_config)
+    out, state = forward_plan(q, k, v, causal, sm_scale, algo, None, None, None, None)(q, k, v)
     grads = empty_grads(q, k)
     runs = backward_runs(q, k, v, do, out, state, causal, sm_scale, algo, config, *grads)
     return grads, runs

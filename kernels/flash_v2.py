@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from ._common import LN2, LOG2E, strides
+from .launch import Launch, rebase
 
 try:  # triton >= 3.3
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -269,60 +270,83 @@ def use_descriptors(q: torch.Tensor) -> bool:
     )
 
 
-def flat_descriptor(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
-    """A TMA descriptor over contiguous [B, H, N, d] viewed as [B*H*N, d], tile [block_rows, d]."""
+def contiguous_strides(shape) -> tuple[int, ...]:
+    """The element strides of a contiguous tensor of ``shape``."""
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= size
+    return tuple(reversed(out))
+
+
+def flat_template(t: torch.Tensor, block_rows: int) -> TensorDescriptor:
+    """A TMA descriptor over contiguous [B, H, N, d] viewed as [B*H*N, d], tile
+    [block_rows, d]; :func:`~.launch.rebase` moves it onto any tensor of that shape."""
     d = t.shape[-1]
-    return TensorDescriptor.from_tensor(t.view(-1, d), [block_rows, d])
+    return TensorDescriptor(t, [t.numel() // d, d], [d, 1], [block_rows, d])
+
+
+class Forward:
+    """The launch of v2 for one signature: grid, constexprs, scalars and descriptor
+    layouts fixed here; :meth:`run` binds a call's tensors (inputs already checked)."""
+
+    def __init__(self, q, k, v, causal, sm_scale, config, *, use_desc=None):
+        batch, heads, n_q, d = q.shape
+        n_kv = k.shape[2]
+        bm, bn = config.block_m, config.block_n
+        self.use_desc = use_descriptors(q) if use_desc is None else use_desc
+        self.copy = self.use_desc and not all(t.is_contiguous() for t in (q, k, v))
+        if self.use_desc:
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            self.templates = tuple(flat_template(t, b) for t, b in ((q, bm), (k, bn), (v, bn)))
+            self.template_o = flat_template(q, bm)  # out: q's shape and dtype
+        out_strides = contiguous_strides((batch, heads, n_q, d))
+        self.scalars = (
+            sm_scale * LOG2E,
+            heads,
+            n_q,
+            n_kv,
+            *strides(q),
+            *strides(k),
+            *strides(v),
+            *out_strides,
+        )
+        meta = dict(
+            HEAD_DIM=d,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            CAUSAL=causal,
+            USE_DESC=self.use_desc,
+            EVEN_M=n_q % bm == 0,
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )
+        self.launch = Launch(_v2_fwd, (triton.cdiv(n_q, bm), batch * heads), meta)
+
+    def run(self, q, k, v, out, lse) -> None:
+        """O and the log-sum-exp of a call into ``out`` (contiguous) and ``lse``."""
+        if self.use_desc:
+            if self.copy:
+                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            tq, tk, tv = self.templates
+            descs = (rebase(tq, q), rebase(tk, k), rebase(tv, v), rebase(self.template_o, out))
+        else:
+            descs = (None, None, None, None)
+        self.launch(q, k, v, out, lse, *descs, *self.scalars)
 
 
 def launches(q, k, v, causal, sm_scale, config, out, *, use_desc=None, lse=None):
     """The one kernel launch of v2, as [(name, run)] (inputs already checked)."""
-    batch, heads, n_q, d = q.shape
-    n_kv = k.shape[2]
-    bm, bn = config.block_m, config.block_n
+    batch, heads, n_q, _ = q.shape
     if lse is None:
         lse = torch.empty((batch * heads, n_q), dtype=torch.float32, device=q.device)
-    use_desc = use_descriptors(q) if use_desc is None else use_desc
-    if use_desc:
+    fwd = Forward(q, k, v, causal, sm_scale, config, use_desc=use_desc)
+    if fwd.copy:  # once, here: each run then launches only the kernel
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        descs = (
-            flat_descriptor(q, bm),
-            flat_descriptor(k, bn),
-            flat_descriptor(v, bn),
-            flat_descriptor(out, bm),
-        )
-    else:
-        descs = (None, None, None, None)
-    grid = (triton.cdiv(n_q, bm), batch * heads)
-    args = (
-        q,
-        k,
-        v,
-        out,
-        lse,
-        *descs,
-        sm_scale * LOG2E,
-        heads,
-        n_q,
-        n_kv,
-        *strides(q),
-        *strides(k),
-        *strides(v),
-        *strides(out),
-    )
-    meta = dict(
-        HEAD_DIM=d,
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        CAUSAL=causal,
-        USE_DESC=use_desc,
-        EVEN_M=n_q % bm == 0,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
-    )
+        fwd.copy = False
 
     def run():
-        _v2_fwd[grid](*args, **meta)
+        fwd.run(q, k, v, out, lse)
 
     return [("v2_fwd", run)]
 

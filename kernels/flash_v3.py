@@ -57,7 +57,8 @@ import triton
 import triton.language as tl
 
 from ._common import LN2, LOG2E
-from .flash_v2 import TensorDescriptor, _softmax_step, flat_descriptor
+from .flash_v2 import TensorDescriptor, _softmax_step, flat_template
+from .launch import Launch, rebase
 
 _LN2 = tl.constexpr(LN2)
 
@@ -261,6 +262,21 @@ def permuted_key_column(key: int) -> int:
 TRANSPOSE_BLOCK_N = 64  # rows of V per program of the fp8 V transpose
 
 
+class TransposeV:
+    """The fp8 V transpose launch for one shape of V: ``TransposeV(v.shape)(v, vt)``."""
+
+    def __init__(self, v_shape, *, permute: bool = False):
+        batch, heads, n_kv, d = v_shape
+        self.n_kv = n_kv
+        self.n_pad = triton.cdiv(n_kv, 16) * 16
+        grid = (triton.cdiv(self.n_pad, TRANSPOSE_BLOCK_N), batch * heads)
+        meta = dict(HEAD_DIM=d, BLOCK_N=TRANSPOSE_BLOCK_N, PERMUTE=permute, num_warps=4)
+        self.launch = Launch(_transpose_v_kernel, grid, meta)
+
+    def __call__(self, v: torch.Tensor, vt: torch.Tensor) -> None:
+        self.launch(v.contiguous().view(torch.uint8), vt.view(torch.uint8), self.n_kv, self.n_pad)
+
+
 def transpose_v(
     v: torch.Tensor, out: torch.Tensor | None = None, *, permute: bool = False
 ) -> torch.Tensor:
@@ -276,22 +292,11 @@ def transpose_v(
     operand of P V without moving bytes between lanes. The permutation keeps each
     half of 16 in place, so the zero padding up to a multiple of 16 stays zero.
     """
-    batch, heads, n_kv, d = v.shape
-    n_pad = triton.cdiv(n_kv, 16) * 16
+    batch, heads, _, d = v.shape
+    transpose = TransposeV(v.shape, permute=permute)
     if out is None:
-        out = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
-    v = v.contiguous()
-    grid = (triton.cdiv(n_pad, TRANSPOSE_BLOCK_N), batch * heads)
-    _transpose_v_kernel[grid](
-        v.view(torch.uint8),
-        out.view(torch.uint8),
-        n_kv,
-        n_pad,
-        HEAD_DIM=d,
-        BLOCK_N=TRANSPOSE_BLOCK_N,
-        PERMUTE=permute,
-        num_warps=4,
-    )
+        out = torch.empty((batch, heads, d, transpose.n_pad), dtype=v.dtype, device=v.device)
+    transpose(v, out)
     return out
 
 
@@ -347,6 +352,94 @@ def sm_count(device: torch.device) -> int:
     return 4  # the interpreter: a few programs exercise the persistent loop
 
 
+class Forward:
+    """The launches of this Triton v3 kernel for one signature (for fp8 the V transpose
+    first): grid, constexprs, scalars and descriptor layouts fixed here; :meth:`run`
+    binds a call's tensors (inputs already checked)."""
+
+    def __init__(self, q, k, v, causal, sm_scale, config, *, q_scale=1.0, k_scale=1.0, v_scale=1.0):
+        if TensorDescriptor is None:  # pragma: no cover - triton too old
+            raise RuntimeError("v3 needs triton.tools.tensor_descriptor (triton >= 3.3)")
+        batch, heads, n_q, d = q.shape
+        n_kv = k.shape[2]
+        bm, bn = config.block_m, config.block_n
+        fp8 = q.dtype == torch.float8_e4m3fn
+        self.copy = not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous())
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        self.template_q, self.template_k = flat_template(q, bm), flat_template(k, bn)
+        out = torch.empty(
+            (batch, heads, n_q, d), dtype=torch.float16 if fp8 else q.dtype, device=q.device
+        )
+        self.template_o = flat_template(out, bm)
+        self.transpose = None
+        if fp8:
+            self.transpose = TransposeV(v.shape)
+            self.vt_shape = (batch, heads, d, self.transpose.n_pad)
+            vt = torch.empty(self.vt_shape, dtype=v.dtype, device=v.device)
+            self.template_v = TensorDescriptor.from_tensor(
+                vt.view(-1, self.transpose.n_pad), [d, bn]
+            )
+        else:
+            self.template_v = flat_template(v, bn)
+        n_m = triton.cdiv(n_q, bm)
+        if config.persistent:
+            grid = (min(n_m * batch * heads, sm_count(q.device)),)
+        else:
+            grid = (n_m, batch * heads)
+        self.scalars = (sm_scale * q_scale * k_scale * LOG2E, v_scale, batch * heads, n_q, n_kv, d)
+        meta = dict(
+            HEAD_DIM=d,
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            CAUSAL=causal,
+            MASK=causal or n_kv % bn != 0,
+            FP8=fp8,
+            EVEN_M=n_q % bm == 0,
+            WARP_SPECIALIZE=config.warp_specialize,
+            PERSISTENT=config.persistent,
+            num_warps=launch_warps(config),
+            num_stages=config.num_stages,
+        )
+        self.launch = Launch(_v3_fwd, grid, meta)
+
+    def new_vt(self, v):
+        """The fp8 Vᵀ buffer of one call."""
+        return torch.empty(self.vt_shape, dtype=v.dtype, device=v.device)
+
+    def run(self, q, k, v, out, lse, vt=None) -> None:
+        """O and the log-sum-exp of a call into ``out`` (contiguous) and ``lse``; for fp8
+        the V transpose first (into ``vt``, a new one by default)."""
+        if self.copy:
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        if self.transpose is not None:
+            vt = self.new_vt(v) if vt is None else vt
+            self.transpose(v, vt)
+            v = vt
+        self.run_kernel(q, k, v, out, lse, v)
+
+    def run_kernel(self, q, k, v, out, lse, vt) -> None:
+        """The kernel alone, over ``vt`` (V itself unless fp8)."""
+        self.launch(
+            rebase(self.template_q, q),
+            rebase(self.template_k, k),
+            rebase(self.template_v, vt),
+            rebase(self.template_o, out),
+            out,
+            lse,
+            *self.scalars,
+        )
+
+
+def forward_runner(q, k, v, causal, sm_scale, config, **scales):
+    """The :class:`Forward` that runs ``config``: the Gluon kernel's with warp
+    specialisation, this module's otherwise (inputs and config already checked)."""
+    if config.warp_specialize and not compiler_warp_specialize():
+        from . import flash_v3_gluon
+
+        return flash_v3_gluon.Forward(q, k, v, causal, sm_scale, config, **scales)
+    return Forward(q, k, v, causal, sm_scale, config, **scales)
+
+
 def launches(
     q, k, v, causal, sm_scale, config, out, *, q_scale=1.0, k_scale=1.0, v_scale=1.0, lse=None
 ):
@@ -367,64 +460,20 @@ def launches(
             v_scale=v_scale,
             lse=lse,
         )
-    if TensorDescriptor is None:  # pragma: no cover - triton too old
-        raise RuntimeError("v3 needs triton.tools.tensor_descriptor (triton >= 3.3)")
-    batch, heads, n_q, d = q.shape
-    n_kv = k.shape[2]
-    bm, bn = config.block_m, config.block_n
-    fp8 = q.dtype == torch.float8_e4m3fn
-    q, k = q.contiguous(), k.contiguous()
+    fwd = Forward(
+        q, k, v, causal, sm_scale, config, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale
+    )
+    batch, heads, n_q, _ = q.shape
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     if lse is None:
         lse = torch.empty((batch * heads, n_q), dtype=torch.float32, device=q.device)
-    desc_q, desc_k = flat_descriptor(q, bm), flat_descriptor(k, bn)
-    desc_o = flat_descriptor(out, bm)
-    runs = []
-    if fp8:
-        n_pad = triton.cdiv(n_kv, 16) * 16
-        vt = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
-        runs.append(("v3_transpose_v", lambda: transpose_v(v, vt)))
-        desc_v = TensorDescriptor.from_tensor(vt.view(-1, n_pad), [d, bn])
-    else:
-        v = v.contiguous()
-        desc_v = flat_descriptor(v, bn)
-    n_m = triton.cdiv(n_q, bm)
-    if config.persistent:
-        grid = (min(n_m * batch * heads, sm_count(q.device)),)
-    else:
-        grid = (n_m, batch * heads)
-    args = (
-        desc_q,
-        desc_k,
-        desc_v,
-        desc_o,
-        out,
-        lse,
-        sm_scale * q_scale * k_scale * LOG2E,
-        v_scale,
-        batch * heads,
-        n_q,
-        n_kv,
-        d,
-    )
-    meta = dict(
-        HEAD_DIM=d,
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        CAUSAL=causal,
-        MASK=causal or n_kv % bn != 0,
-        FP8=fp8,
-        EVEN_M=n_q % bm == 0,
-        WARP_SPECIALIZE=config.warp_specialize,
-        PERSISTENT=config.persistent,
-        num_warps=launch_warps(config),
-        num_stages=config.num_stages,
-    )
-
-    def run():
-        _v3_fwd[grid](*args, **meta)
-
-    runs.append(("v3_fwd", run))
-    return runs
+    if fwd.transpose is None:
+        return [("v3_fwd", lambda: fwd.run_kernel(q, k, v, out, lse, v))]
+    vt = fwd.new_vt(v)
+    return [
+        ("v3_transpose_v", lambda: fwd.transpose(v, vt)),
+        ("v3_fwd", lambda: fwd.run_kernel(q, k, v, out, lse, vt)),
+    ]
 
 
 def forward(

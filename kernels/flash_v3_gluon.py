@@ -60,6 +60,7 @@ import triton
 from ..errors import TilesimError
 from ._common import LOG2E
 from ._v3_gluon_tile import AVAILABLE
+from .launch import Launch, rebase
 
 if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
     from triton.experimental import gluon
@@ -191,6 +192,126 @@ def _descriptor(t2d, block_shape):
     return GluonDescriptor.from_tensor(t2d, block_shape, layout)
 
 
+class Forward:
+    """The launches of the Gluon kernel for one signature (for fp8 the V transpose first):
+    grid, constexprs, scalars and descriptor layouts fixed here; :meth:`run` binds a
+    call's tensors. Options as for :func:`launches`."""
+
+    def __init__(
+        self,
+        q,
+        k,
+        v,
+        causal,
+        sm_scale,
+        config,
+        *,
+        q_scale=1.0,
+        k_scale=1.0,
+        v_scale=1.0,
+        consumer_groups=2,
+        permute_p=None,
+        ctas=None,
+        q_buffers=None,
+    ):
+        if consumer_groups not in (2, 3):
+            raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
+        from .flash_v3 import TransposeV  # the same fp8 V transpose launch as the Triton v3
+
+        batch, heads, n_q, d = q.shape
+        n_kv = k.shape[2]
+        fp8 = q.dtype == torch.float8_e4m3fn
+        if permute_p is None:
+            permute_p = fp8 and not causal
+        problem = check_config(config, d, q.element_size(), consumer_groups)
+        if problem:
+            raise TilesimError(problem)
+        bn = config.block_n
+        self.copy = not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous())
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        self.template_q = _descriptor(q.view(-1, d), [WG_M, d])
+        self.template_k = _descriptor(k.view(-1, d), [bn, d])
+        self.transpose = None
+        if fp8:
+            self.transpose = TransposeV(v.shape, permute=bool(permute_p))
+            self.vt_shape = (batch, heads, d, self.transpose.n_pad)
+            vt = torch.empty(self.vt_shape, dtype=v.dtype, device=v.device)
+            self.template_v = _descriptor(vt.view(-1, self.transpose.n_pad), [d, bn])
+        else:
+            self.template_v = _descriptor(v.view(-1, d), [bn, d])
+        n_m = triton.cdiv(n_q, consumer_groups * WG_M)
+        if config.persistent:  # one CTA per SM (registers allow no second), tiles in turn
+            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+            grid = (min(sms if ctas is None else ctas, n_m * batch * heads),)
+        else:
+            grid = (n_m, batch * heads)
+        if not config.persistent:
+            q_buffers = 1
+        elif q_buffers is None:
+            two = smem_bytes(d, bn, config.num_stages, q.element_size(), consumer_groups, 2)
+            q_buffers = 2 if two <= SMEM_LIMIT_BYTES else 1
+        if q_buffers not in (1, 2):
+            raise TilesimError(f"q_buffers must be 1 or 2, got {q_buffers!r}")
+        self.scalars = (
+            sm_scale * q_scale * k_scale * LOG2E,
+            v_scale,
+            n_q,
+            n_kv,
+            batch * heads,
+            d,  # out's row stride: contiguous [B·H·Nq, d]
+        )
+        meta = dict(
+            HEAD_DIM=d,
+            BLOCK_N=bn,
+            STAGES=config.num_stages,
+            CAUSAL=causal,
+            MASK=causal or n_kv % bn != 0,
+            FP8=fp8,
+            PINGPONG=config.pingpong,
+            PERMUTE_P=bool(permute_p) and fp8,
+            PERSISTENT=bool(config.persistent),
+            Q_BUFS=q_buffers,
+            PRODUCER_REGS=PRODUCER_REGS,
+            # registers: 65,536 per SM over (groups + 1) warpgroups; the default partition
+            # gets what the workers leave (240 is the most ptxas gives a thread that wgmma
+            # needs in practice; 160 with three consumer groups)
+            CONSUMER_REGS=CONSUMER_REGS if consumer_groups == 2 else 160,
+            NUM_WG=consumer_groups,
+            num_warps=4,  # the default partition: consumer warpgroup 0
+        )
+        self.launch = Launch(_v3_gluon_fwd, grid, meta)
+
+    def new_vt(self, v):
+        """The fp8 Vᵀ buffer of one call."""
+        return torch.empty(self.vt_shape, dtype=v.dtype, device=v.device)
+
+    def run(self, q, k, v, out, lse, vt=None) -> None:
+        """O and the log-sum-exp of a call into ``out`` (contiguous) and ``lse``; for fp8
+        the V transpose first (into ``vt``, a new one by default)."""
+        if self.copy:
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        if self.transpose is not None:
+            vt = self.new_vt(v) if vt is None else vt
+            self.transpose(v, vt)
+            desc_v = rebase(self.template_v, vt)
+        else:
+            desc_v = rebase(self.template_v, v)
+        self.launch(
+            rebase(self.template_q, q), rebase(self.template_k, k), desc_v, out, lse, *self.scalars
+        )
+
+    def run_kernel(self, q, k, v, out, lse, vt) -> None:
+        """The kernel alone, over an fp8 ``vt`` that :meth:`run` (or the transpose) filled."""
+        self.launch(
+            rebase(self.template_q, q),
+            rebase(self.template_k, k),
+            rebase(self.template_v, vt),
+            out,
+            lse,
+            *self.scalars,
+        )
+
+
 def launches(
     q,
     k,
@@ -222,80 +343,30 @@ def launches(
     Q so that the next tile's Q loads during this one; ``None``: 2 where shared memory
     allows (``smem_bytes``), else 1.
     """
-    if consumer_groups not in (2, 3):
-        raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
-    from .flash_v3 import transpose_v  # the same fp8 V transpose launch as the Triton v3
-
-    batch, heads, n_q, d = q.shape
-    n_kv = k.shape[2]
-    fp8 = q.dtype == torch.float8_e4m3fn
-    if permute_p is None:
-        permute_p = fp8 and not causal
-    problem = check_config(config, d, q.element_size(), consumer_groups)
-    if problem:
-        raise TilesimError(problem)
-    bn = config.block_n
-    q, k = q.contiguous(), k.contiguous()
+    fwd = Forward(
+        q,
+        k,
+        v,
+        causal,
+        sm_scale,
+        config,
+        q_scale=q_scale,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        consumer_groups=consumer_groups,
+        permute_p=permute_p,
+        ctas=ctas,
+        q_buffers=q_buffers,
+    )
+    batch, heads, n_q, _ = q.shape
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    fwd.copy = False
     if lse is None:
         lse = torch.empty((batch * heads, n_q), dtype=torch.float32, device=q.device)
-    desc_q = _descriptor(q.view(-1, d), [WG_M, d])
-    desc_k = _descriptor(k.view(-1, d), [bn, d])
-    runs = []
-    if fp8:
-        n_pad = triton.cdiv(n_kv, 16) * 16
-        vt = torch.empty((batch, heads, d, n_pad), dtype=v.dtype, device=v.device)
-        runs.append(("v3_transpose_v", lambda: transpose_v(v, vt, permute=bool(permute_p))))
-        desc_v = _descriptor(vt.view(-1, n_pad), [d, bn])
-    else:
-        desc_v = _descriptor(v.contiguous().view(-1, d), [bn, d])
-    n_m = triton.cdiv(n_q, consumer_groups * WG_M)
-    if config.persistent:  # one CTA per SM (registers allow no second), tiles in turn
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        grid = (min(sms if ctas is None else ctas, n_m * batch * heads),)
-    else:
-        grid = (n_m, batch * heads)
-    if not config.persistent:
-        q_buffers = 1
-    elif q_buffers is None:
-        two = smem_bytes(d, bn, config.num_stages, q.element_size(), consumer_groups, 2)
-        q_buffers = 2 if two <= SMEM_LIMIT_BYTES else 1
-    if q_buffers not in (1, 2):
-        raise TilesimError(f"q_buffers must be 1 or 2, got {q_buffers!r}")
-    args = (
-        desc_q,
-        desc_k,
-        desc_v,
-        out,
-        lse,
-        sm_scale * q_scale * k_scale * LOG2E,
-        v_scale,
-        n_q,
-        n_kv,
-        batch * heads,
-        out.stride(2),
-    )
-    meta = dict(
-        HEAD_DIM=d,
-        BLOCK_N=bn,
-        STAGES=config.num_stages,
-        CAUSAL=causal,
-        MASK=causal or n_kv % bn != 0,
-        FP8=fp8,
-        PINGPONG=config.pingpong,
-        PERMUTE_P=bool(permute_p) and fp8,
-        PERSISTENT=bool(config.persistent),
-        Q_BUFS=q_buffers,
-        PRODUCER_REGS=PRODUCER_REGS,
-        # registers: 65,536 per SM over (groups + 1) warpgroups; the default partition
-        # gets what the workers leave (240 is the most ptxas gives a thread that wgmma
-        # needs in practice; 160 with three consumer groups)
-        CONSUMER_REGS=CONSUMER_REGS if consumer_groups == 2 else 160,
-        NUM_WG=consumer_groups,
-        num_warps=4,  # the default partition: consumer warpgroup 0
-    )
-
-    def run():
-        _v3_gluon_fwd[grid](*args, **meta)
-
-    runs.append(("v3_fwd", run))
-    return runs
+    if fwd.transpose is None:
+        return [("v3_fwd", lambda: fwd.run(q, k, v, out, lse))]
+    vt = fwd.new_vt(v)
+    return [
+        ("v3_transpose_v", lambda: fwd.transpose(v, vt)),
+        ("v3_fwd", lambda: fwd.run_kernel(q, k, v, out, lse, vt)),
+    ]

@@ -1,9 +1,17 @@
-"""`tilesim bench`: tilesim's four kernels beside PyTorch's SDPA backends, same shapes.
+"""`tilesim bench`: tilesim's four kernels beside PyTorch's SDPA backends and
+FlashAttention-4, same shapes.
 
 Each shape gets fresh inputs; each implementation is checked against the float32
 reference first (a wrong or failing one is recorded and skipped), then timed by
-``do_bench`` (median, L2 flushed). Standard attention's three kernels are also
-timed one by one (``parts``), through the kernels' own launch list.
+``do_bench`` (median, L2 flushed). tilesim's kernels are timed as their bare launches
+(``time_s``, through ``kernels.launches``) and through the public API,
+``kernels.attention(q, k, v, algo=...)``: its output checked too, then ``api_time_s``
+(do_bench) and its host time per call, ``api_host_s``, beside the bare launches'
+``launch_host_s`` (the API's overhead is the difference). Standard attention's three
+kernels are also timed one by one (``parts``), through the kernels' own launch list.
+``fa4`` is FlashAttention-4's CuTe-DSL forward (``flash_attn.cute``; on Hopper it runs
+FlashAttention-3's algorithm); where it is not installed or cannot run, its rows are
+skips or errors with the reason.
 
 TFLOPS use the shared convention: 4·B·H·N²·d, half for causal, 2.5x that for
 the backward.
@@ -28,7 +36,9 @@ from . import metadata, schema, timing
 from .grid import SDPA_BACKENDS, BenchShape
 
 RUN_LIMIT_S = 45.0  # one implementation on one shape not done by then: taken for a hang
-IMPLS = tuple(f"tilesim-{a}" for a in ALGOS) + tuple(f"sdpa-{b}" for b in SDPA_BACKENDS)
+# FlashAttention-4 compiles its CuTe-DSL kernels on first use, in the timed process
+FA4_RUN_LIMIT_S = 150.0
+IMPLS = tuple(f"tilesim-{a}" for a in ALGOS) + tuple(f"sdpa-{b}" for b in SDPA_BACKENDS) + ("fa4",)
 
 
 # The backward's implementations: tilesim's kernels with a backward, and SDPA's
@@ -50,6 +60,8 @@ def parse_impls(text: str | None, pass_: str = "fwd") -> tuple[str, ...]:
             raise TilesimError(f"unknown implementation {item!r} (choose from {', '.join(IMPLS)})")
         if pass_ == "bwd" and name == "tilesim-v3":
             raise TilesimError("tilesim-v3 has no backward kernel (choose standard, v1 or v2)")
+        if pass_ == "bwd" and name == "fa4":
+            raise TilesimError("fa4 is benched forward only")
         out.append(name)
     return tuple(dict.fromkeys(out))
 
@@ -93,16 +105,17 @@ def run_bench(
     samplers = []
 
     def on_hang(what: str) -> None:
+        limit = _run_limit(what[1])
         rows.append(
             _row(
                 what[1],
                 what[0],
                 None,
                 "error",
-                note=f"no result after {RUN_LIMIT_S:.0f} s (hung kernel?); the bench stopped here",
+                note=f"no result after {limit:.0f} s (hung kernel?); the bench stopped here",
             )
         )
-        log(f"{what[1]}: no result after {RUN_LIMIT_S:.0f} s; results saved, exiting")
+        log(f"{what[1]}: no result after {limit:.0f} s; results saved, exiting")
         schema.save_results(doc, out_path)
         for s in samplers:
             s.__exit__(None, None, None)
@@ -119,7 +132,7 @@ def run_bench(
                 if over:
                     rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
                     continue
-                watchdog.arm((w, impl))
+                watchdog.arm((w, impl), _run_limit(impl))
                 if do is not None:
                     row = _one_backward(
                         impl, w, q, k, v, do, preset, warmup_ms, rep_ms, torch, sampler
@@ -138,6 +151,10 @@ def run_bench(
     return doc
 
 
+def _run_limit(impl: str) -> float:
+    return FA4_RUN_LIMIT_S if impl == "fa4" else RUN_LIMIT_S
+
+
 def _row(impl, w, config, status, **kw) -> dict:
     algo = impl.removeprefix("tilesim-") if impl.startswith("tilesim-") else None
     return schema.kernel_record(algo, w, config, status, impl=impl, **kw)
@@ -145,6 +162,7 @@ def _row(impl, w, config, status, **kw) -> dict:
 
 def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) -> dict:
     config = out = None
+    check = None  # what the output check runs, where not ``run`` itself
     try:
         if impl.startswith("tilesim-"):
             algo = impl.removeprefix("tilesim-")
@@ -156,13 +174,16 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
             out = timing.output_buffer(w)
             run = _tilesim_run(algo, q, k, v, w.causal, config, scales, out)
             ctx = _nullcontext()
+        elif impl == "fa4":
+            run, check = _fa4_run(q, k, v, w.causal)
+            ctx = _nullcontext()
         else:
             backend = impl.removeprefix("sdpa-")
             if backend == "math" and timing.math_scratch_bytes(w) * 1.25 > timing.free_bytes():
                 return _row(impl, w, None, "skipped", note="the math backend's n x n does not fit")
             run, ctx = _sdpa_run(backend, q, k, v, w.causal, torch)
         with ctx:
-            err = timing.check_output(run, q, k, v, w.causal, scales, w.dtype, out=out)
+            err = timing.check_output(check or run, q, k, v, w.causal, scales, w.dtype, out=out)
             if not err <= timing.TOLERANCE[w.dtype]:
                 return _row(impl, w, config, "wrong", rel_error=err, note=f"rel. error {err:.3g}")
             t0 = time.perf_counter()
@@ -170,6 +191,10 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
         extra = {"time_medians_s": medians, "clock_sm_MHz": timing.clock_during(sampler, t0)}
         if impl == "tilesim-standard":
             extra["parts"] = _standard_parts(q, k, v, w.causal, config, warmup_ms, rep_ms)
+        if impl.startswith("tilesim-"):
+            extra.update(
+                _api_figures(impl, w, q, k, v, config, scales, run, warmup_ms, rep_ms, sampler)
+            )
         return _row(impl, w, config, "ok", time_s=t, rel_error=err, **extra)
     except TilesimError as exc:
         return _row(impl, w, config, "skipped", note=timing.first_line(exc))
@@ -244,6 +269,60 @@ def _tilesim_run(algo, q, k, v, causal, config, scales, out):
     return timing.kernel_run(algo, q, k, v, causal, config, scales, out)[1]
 
 
+def _api_figures(impl, w, q, k, v, config, scales, launch_run, warmup_ms, rep_ms, sampler) -> dict:
+    """The public API beside the bare launches, on the same inputs and config: its
+    output checked, then ``api_time_s`` (do_bench, whatever the host adds; the SM clock
+    meanwhile, ``api_clock_sm_MHz``), ``api_host_s`` and ``launch_host_s`` (host seconds
+    per call, :func:`timing.host_s`)."""
+    from ..kernels import attention
+    from ..kernels._common import device_gpu
+
+    algo = impl.removeprefix("tilesim-")
+    # the default config as a user gets it (None), unless the bench's preset chose another
+    given = None if config == default_config(algo, w, device_gpu(q.device)) else config
+
+    def api():
+        return attention(q, k, v, causal=w.causal, algo=algo, config=given, **scales)
+
+    try:
+        err = timing.check_output(api, q, k, v, w.causal, scales, w.dtype)
+        if not err <= timing.TOLERANCE[w.dtype]:
+            return {"api_rel_error": err, "api_note": f"wrong: rel. error {err:.3g}"}
+        t0 = time.perf_counter()
+        t, _ = timing.bench_repeat(api, warmup_ms, rep_ms)
+        return {
+            "api_time_s": t,
+            "api_tflops": schema.attention_flops(w) / t / 1e12,
+            "api_clock_sm_MHz": timing.clock_during(sampler, t0),
+            "api_host_s": timing.host_s(api),
+            "launch_host_s": timing.host_s(launch_run),
+            "api_rel_error": err,
+        }
+    except Exception as exc:  # recorded beside the launches' figures, which stand
+        return {"api_note": f"{type(exc).__name__}: {timing.first_line(exc)}"}
+
+
+def _fa4_run(q, k, v, causal: bool):
+    """(run, check): FlashAttention-4's forward on [B, N, H, d] copies of q, k, v (its
+    layout; made once, here), and ``check`` returning its output as [B, H, N, d]."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except ImportError as exc:
+        raise TilesimError(
+            f"FlashAttention-4 is not installed (flash_attn.cute: {timing.first_line(exc)})"
+        ) from None
+    qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+
+    def run():
+        return flash_attn_func(qt, kt, vt, causal=causal)
+
+    def check():
+        out = run()
+        return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
+
+    return run, check
+
+
 def _sdpa_run(backend: str, q, k, v, causal: bool, torch):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -281,15 +360,29 @@ def _describe(row: dict) -> str:
     if row["status"] == "ok":
         parts = row.get("parts") or {}
         split = ", ".join(f"{k.removeprefix('standard_')} {v * 1e3:.3f}" for k, v in parts.items())
-        return f"{row['time_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOPS" + (
-            f" ({split} ms)" if split else ""
+        api = ""
+        if row.get("api_host_s") is not None:
+            api = (
+                f"; API {row['api_tflops']:6.1f} TFLOPS, {row['api_host_s'] * 1e6:.1f} µs host "
+                f"per call (launches {row['launch_host_s'] * 1e6:.1f})"
+            )
+        elif row.get("api_note"):
+            api = f"; API: {row['api_note']}"
+        return (
+            f"{row['time_s'] * 1e3:8.3f} ms {row['tflops']:6.1f} TFLOPS"
+            + (f" ({split} ms)" if split else "")
+            + api
         )
     return f"{row['status'].upper()}: {row['note']}"
 
 
 def tflops_table(doc: dict) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of a bench file: one row per shape, one TFLOPS column per impl."""
+    """(header, rows) of a bench file: one row per shape, one TFLOPS column per impl, and
+    for each tilesim impl timed through the API its TFLOPS and host µs per call there."""
     impls = list(dict.fromkeys(r["impl"] for r in doc["measurements"]))
+    api = [
+        i for i in impls if any(r["impl"] == i and "api_host_s" in r for r in doc["measurements"])
+    ]
     shapes: dict = {}
     for r in doc["measurements"]:
         w = r["workload"]
@@ -298,6 +391,8 @@ def tflops_table(doc: dict) -> tuple[list[str], list[list[str]]]:
     # a pass column only where the file holds more than the forward
     passes = len({key[0] for key in shapes}) > 1 or any(key[0] != "fwd" for key in shapes)
     header = (["pass"] if passes else []) + ["d", "mask", "N", *impls]
+    for impl in api:
+        header += [f"{impl} API", f"{impl} API µs"]
     body = []
     for (pass_, d, causal, n, _dtype), by_impl in shapes.items():
         cells = ([pass_] if passes else []) + [str(d), "causal" if causal else "full", str(n)]
@@ -309,5 +404,11 @@ def tflops_table(doc: dict) -> tuple[list[str], list[list[str]]]:
                 cells.append(f"{r['tflops']:.0f}")
             else:
                 cells.append(r["status"])
+        for impl in api:
+            r = by_impl.get(impl) or {}
+            if r.get("api_host_s") is None:
+                cells += ["", ""]
+            else:
+                cells += [f"{r['api_tflops']:.0f}", f"{r['api_host_s'] * 1e6:.1f}"]
         body.append(cells)
     return header, body

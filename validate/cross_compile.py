@@ -112,9 +112,9 @@ def _runs(algo: str, workload, config, gpu) -> list:
     forward has compiled), as the kernels' API builds them."""
     import torch
 
-    from ..kernels.api import ALGORITHMS
-    from ..kernels.autograd import backward_runs, empty_grads, forward_saving
+    from ..kernels.autograd import backward_runs, empty_grads
     from ..kernels.flash_v3 import check_config
+    from ..kernels.plans import ALGORITHMS, ForwardPlan
     from ..kernels.reference import default_scale
     from ..traces.config import default_config
 
@@ -122,7 +122,8 @@ def _runs(algo: str, workload, config, gpu) -> list:
     scale = default_scale(workload.head_dim)
     if workload.pass_ == "bwd":
         fwd_config = default_config(algo, dataclasses.replace(workload, pass_="fwd"), gpu)
-        out, state = forward_saving(q, k, v, workload.causal, scale, algo, fwd_config)
+        plan = ForwardPlan(algo, workload.causal, scale, fwd_config, {}, q, k, v)
+        out, state = plan(q, k, v)
         grads = empty_grads(q, k)
         return backward_runs(
             q, k, v, torch.empty_like(q), out, state, workload.causal, scale, algo, config, *grads

@@ -8,8 +8,10 @@ only reads the card's settings; it never changes them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
+import importlib.metadata
 import os
 import platform
 import re
@@ -123,8 +125,12 @@ def source_digest(root: Path = REPO_ROOT) -> str:
     return h.hexdigest()[:16]
 
 
+PEER_DISTRIBUTIONS = ("flash-attn-4", "nvidia-cutlass-dsl")  # the bench's fa4 impl
+
+
 def software_versions() -> dict:
-    """Versions of Python, tilesim and, when importable, numpy, torch, triton, CUDA."""
+    """Versions of Python, tilesim and, when installed, numpy, torch, triton, CUDA and the
+    bench's peer kernels."""
     from .. import __version__
 
     versions = {"python": platform.python_version(), "tilesim": __version__}
@@ -147,6 +153,9 @@ def software_versions() -> dict:
         versions["triton"] = triton.__version__
     except ImportError:
         pass
+    for dist in PEER_DISTRIBUTIONS:  # read from their metadata, not imported
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[dist] = importlib.metadata.version(dist)
     return versions
 
 

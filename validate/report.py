@@ -273,15 +273,21 @@ def _label(p: Point) -> str:
 
 
 def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
-    """Every validate file (each set and run) and the newest bench file."""
+    """Every validate file (each set and run) and the newest bench file that timed an
+    external kernel the model predicts (``EXTERNAL_SCHEDULES``)."""
     validate, bench = [], []
     for path in sorted(results_dir.glob("*.json")):
         kind = _kind(path)
         if kind == "validate":
             validate.append(path)
-        elif kind == "bench":
+        elif kind == "bench" and _times_external(path):
             bench.append(path)
     return validate + bench[-1:]
+
+
+def _times_external(path: Path) -> bool:
+    rows = schema.load_json(path).get("measurements", [])
+    return any(row.get("impl") in EXTERNAL_SCHEDULES for row in rows)
 
 
 def _kind(path: Path) -> str | None:

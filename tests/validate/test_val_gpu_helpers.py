@@ -18,6 +18,10 @@ def test_parse_impls():
     assert bench.parse_impls("v2, sdpa-flash,v2") == ("tilesim-v2", "sdpa-flash")
     with pytest.raises(TilesimError, match="unknown implementation 'flash'"):
         bench.parse_impls("flash")
+    assert bench.parse_impls("v3,sdpa-cudnn,fa4") == ("tilesim-v3", "sdpa-cudnn", "fa4")
+    assert "fa4" not in bench.BACKWARD_IMPLS
+    with pytest.raises(TilesimError, match="fa4 is benched forward only"):
+        bench.parse_impls("fa4", "bwd")
 
 
 def test_parse_options():
@@ -66,6 +70,30 @@ def test_tflops_table():
     assert rows == [
         ["128", "full", "4096", f"{4 * 4 * 16 * 4096**2 * 128 / 1e-3 / 1e12:.0f}", "error"]
     ]
+
+
+def test_tflops_table_shows_the_api_path_beside_the_launches():
+    doc = schema.new_results("bench", {})
+    w = Workload(4, 16, 4096, 4096, 128)
+    api = {"api_time_s": 2e-3, "api_tflops": 17.2, "api_host_s": 12.3e-6, "launch_host_s": 8e-6}
+    doc["measurements"] += [
+        schema.kernel_record("v3", w, None, "ok", time_s=1e-3, impl="tilesim-v3", **api),
+        schema.kernel_record(None, w, None, "skipped", impl="fa4", note="not installed"),
+    ]
+    header, rows = bench.tflops_table(doc)
+    assert header[-4:] == ["tilesim-v3", "fa4", "tilesim-v3 API", "tilesim-v3 API µs"]
+    assert rows[0][-3:] == ["skipped", "17", "12.3"]
+
+
+def test_host_time_is_per_call(monkeypatch):
+    import sys
+    import types
+
+    calls = []
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert timing.host_s(lambda: calls.append(1), calls=10, rounds=3) >= 0
+    assert len(calls) == 1 + 10 * 3
 
 
 VALIDATE_DIR = Path(__file__).resolve().parents[2] / "validate"

@@ -203,14 +203,22 @@ def test_baseline_round_trip(rep, tmp_path):
 
 
 def test_default_paths_are_every_validate_file_and_the_newest_bench(tmp_path):
-    for name, kind in (
-        ("2026-01-01-h200.json", "validate"),
-        ("2026-02-01-h200-random3.json", "validate"),
-        ("2026-01-15-h200-bench.json", "bench"),
-        ("2026-01-16-h200-bench.json", "bench"),
-        ("2026-03-01-h200-calibrate.json", "calibrate"),
+    """The newest bench file that timed an external kernel the model predicts (one of
+    FlashAttention-4 and the API path only has nothing to predict)."""
+    w = Workload(1, 16, 1024, 1024, 128)
+    for name, kind, impls in (
+        ("2026-01-01-h200.json", "validate", ()),
+        ("2026-02-01-h200-random3.json", "validate", ()),
+        ("2026-01-15-h200-bench.json", "bench", ("sdpa-flash",)),
+        ("2026-01-16-h200-bench.json", "bench", ("sdpa-flash", "sdpa-cudnn")),
+        ("2026-01-17-h200-bench-fa4.json", "bench", ("tilesim-v3", "fa4")),
+        ("2026-03-01-h200-calibrate.json", "calibrate", ()),
     ):
-        schema.save_results(schema.new_results(kind, {}), tmp_path / name)
+        doc = schema.new_results(kind, {})
+        doc["measurements"] = [
+            schema.kernel_record(None, w, None, "ok", time_s=1e-3, impl=i) for i in impls
+        ]
+        schema.save_results(doc, tmp_path / name)
     (tmp_path / "accuracy.json").write_text("{}")
     assert [p.name for p in report.default_paths(tmp_path)] == [
         "2026-01-01-h200.json",

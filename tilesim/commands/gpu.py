@@ -345,7 +345,7 @@ def bench(
         typer.Option(
             "--impls",
             help="Comma-separated: standard,v1,v2,v3 (tilesim's) and sdpa-math, sdpa-flash, "
-            "sdpa-efficient, sdpa-cudnn [default: all].",
+            "sdpa-efficient, sdpa-cudnn, and fa4 (FlashAttention-4, forward) [default: all].",
             show_default=False,
         ),
     ] = None,
