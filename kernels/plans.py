@@ -18,6 +18,7 @@ import torch
 import triton
 
 from ..errors import TilesimError
+from ..traces.tiles import padded_row
 from ..traces.workload import ALGOS, KernelConfig
 from . import flash_v1, flash_v2, flash_v3, standard
 from ._common import check_inputs, is_hopper, resolve_config, resources_error
@@ -60,7 +61,7 @@ def state_shape(algo: str, q_shape, n_kv) -> tuple:
     P [B·H, Nq, Nk_pad], v1's ℓ and m [2, B·H, Nq], v2's (and v3's) log-sum-exp [B·H, Nq]."""
     batch, heads, n_q = q_shape[0], q_shape[1], q_shape[2]
     if algo == "standard":
-        return (batch * heads, n_q, (n_kv + 7) // 8 * 8)
+        return (batch * heads, n_q, padded_row(n_kv))
     if algo == "v1":
         return (2, batch * heads, n_q)
     return (batch * heads, n_q)
