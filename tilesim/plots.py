@@ -328,7 +328,7 @@ def gantt(
 def _default_title(source, i: int) -> str:
     algo = getattr(source, "algo", None)
     if algo and hasattr(source, "time_s"):
-        return f"{algo} on {source.gpu}: {source.time_s * 1e6:.1f} µs, bound: {source.bound}"
+        return f"{algo} on {source.gpu}: {source.time_s * 1e6:.1f} µs, bound: {source.bound_text()}"
     return f"timeline {i + 1}"
 
 

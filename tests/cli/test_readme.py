@@ -77,6 +77,14 @@ def test_the_readme_has_commands_and_names_its_gpu_ones():
     assert any(c.startswith(GPU_COMMANDS) for c in COMMANDS)
 
 
+def test_the_readme_defines_every_bound_label_as_the_code_does():
+    from tilesim.simulator.prediction import BOUNDS
+
+    text = README.read_text(encoding="utf-8")
+    listed = re.findall(r"^- `(\w+)`: (.*)$", text, flags=re.MULTILINE)
+    assert {label: what for label, what in listed if label in BOUNDS} == BOUNDS
+
+
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     folder = tmp_path_factory.mktemp("readme")

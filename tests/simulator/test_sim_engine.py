@@ -277,14 +277,6 @@ def test_launch_overhead_and_launch_bound(kit):
     assert p.launches[0].time_s == pytest.approx(1001e-9)
 
 
-def test_latency_bound_when_nothing_is_busy(kit, gpu):
-    # a 100-byte load: 1 cycle of transfer and 500 of latency
-    ops = [Load("a", "A", (0,), 100), Vector(fp32=100, deps=("a",))]
-    p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
-    assert p.bound == "latency"
-    assert max(p.utilisation.values()) < 0.5
-
-
 def test_deadlock_is_a_clear_error(kit, gpu):
     roles = [
         ("a", [Wait(("b_done",)), Arrive("a_done")]),

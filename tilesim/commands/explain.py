@@ -24,6 +24,7 @@ from ..traces import build
 from ..traces.config import check_algo
 from ..traces.workload import ALGOS, Workload
 from .common import (
+    BOUND_HELP,
     DEFAULT_DTYPE,
     DEFAULT_GPU,
     DEFAULT_HEAD_DIM,
@@ -77,10 +78,10 @@ AlgosOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    app.command("explain")(explain)
-    app.command("roofline")(roofline)
-    app.command("gantt")(gantt)
-    app.command("whatif")(whatif)
+    app.command("explain", epilog=BOUND_HELP)(explain)
+    app.command("roofline", epilog=BOUND_HELP)(roofline)
+    app.command("gantt", epilog=BOUND_HELP)(gantt)
+    app.command("whatif", epilog=BOUND_HELP)(whatif)
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -427,7 +428,9 @@ def gantt(
         )
     draw(preds, out, sms=sms, window=span)
     for p in preds:
-        console.print(f"{p.algo}: {p.time_s * 1e6:.1f} µs, {p.tflops:.0f} TFLOPS, bound: {p.bound}")
+        console.print(
+            f"{p.algo}: {p.time_s * 1e6:.1f} µs, {p.tflops:.0f} TFLOPS, bound: {p.bound_text()}"
+        )
     console.print(f"wrote {out}")
 
 
