@@ -175,6 +175,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
     total = [0.0] * N_COUNTERS
     cycles = 0.0
     held = room = 0.0  # slot-cycles held, slot-cycles the launches had
+    smem_bytes = 0.0
     launches = []
     longest = None
     for run in runs:
@@ -185,6 +186,8 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         util = _utilisation(ctr, lc + overhead, gpu, costs)
         share = overhead / (lc + overhead) if lc + overhead > 0 else 1.0
         fill = run.slot_fill(lc)
+        # the port's busy cycles at this launch's clock back to bytes
+        smem_bytes += ctr[C_SMEM] * gpu.smem_bandwidth_B_per_clk_per_sm * run.speed
         held += fill * run.capacity * lc
         room += run.capacity * lc
         n = run.compiled.num_items
@@ -230,6 +233,8 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         hbm_write_bytes=total[C_HBM_WRITE],
         compulsory_hbm_bytes=analytic.compulsory_hbm_bytes,
         l2_hit_rate=total[C_L2_HIT] / loaded if loaded > 0 else 0.0,
+        l2_bytes=loaded + total[C_HBM_WRITE],  # stores pass through the L2 on their way
+        smem_bytes=smem_bytes,
         utilisation=util,
         bound=bound_of(util, share, fill),
         slot_fill=fill,

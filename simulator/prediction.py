@@ -24,7 +24,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 2  # 2: slot_fill; bound's latency split into launch, grid, chain
+SCHEMA_VERSION = 2  # 2: slot_fill, l2_bytes, smem_bytes; latency split into launch, grid, chain
 RESOURCES = ("hbm", "l2", "tensor", "sfu", "fp32", "smem")
 BUSY_BOUND_ABOVE = 0.5  # a resource busy this share of the time or more bounds the run
 LAUNCH_BOUND_ABOVE = 0.5  # launch overhead above this share of the time: launch-bound
@@ -125,6 +125,8 @@ class Prediction:
     hbm_write_bytes: float
     compulsory_hbm_bytes: int  # the trace's analytic floor: each tensor read / written once
     l2_hit_rate: float  # load bytes served by L2 / load bytes
+    l2_bytes: float  # bytes between the SMs and the L2: every load and store
+    smem_bytes: float  # bytes through the SMs' shared-memory ports (loads, layout conversions)
     utilisation: dict  # resource -> busy fraction
     bound: str  # one of BOUNDS
     slot_fill: float  # CTA slots holding a CTA, averaged over the kernels' time

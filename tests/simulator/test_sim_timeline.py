@@ -122,6 +122,8 @@ SCHEMA_KEYS = {
     "hbm_write_bytes",
     "compulsory_hbm_bytes",
     "l2_hit_rate",
+    "l2_bytes",
+    "smem_bytes",
     "utilisation",
     "bound",
     "slot_fill",
