@@ -8,10 +8,11 @@ joined at its predicted TFLOPS, so the gaps between a kernel's markers are its
 data reuse and the roof above each marker the level's limit. A measured point
 (filled, with the spread of its repeated runs as an error bar) sits at the HBM
 intensity, joined to the prediction by a line; the legend gives both figures and
-the error. The right panel holds what a matmul-FLOP axis cannot: the SFU and FP32
-pipes as ceilings on this kernel's matmul rate (its FLOPs over the time the pipe
-needs at peak for its exponentials or FP32 ops). All names and figures are in
-legends outside the plot, so no label lands on another.
+the error in time, signed as `tilesim report` signs it. The right panel holds
+what a matmul-FLOP axis cannot: the SFU and FP32 pipes as ceilings on this
+kernel's matmul rate (its FLOPs over the time the pipe needs at peak for its
+exponentials or FP32 ops). All names and figures are in legends outside the
+plot, so no label lands on another.
 """
 
 from __future__ import annotations
@@ -77,10 +78,11 @@ class RooflinePoint:
 
     @property
     def error(self) -> float | None:
-        """Predicted over measured TFLOPS, less 1 (positive: the model is too fast)."""
+        """(predicted - measured) / measured time, as `tilesim report` counts it
+        (positive: the model predicts the kernel slower than it ran)."""
         if not self.measured_tflops:
             return None
-        return self.tflops / self.measured_tflops - 1.0
+        return self.measured_tflops / self.tflops - 1.0
 
 
 def roofs(gpu: GPU) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
@@ -189,7 +191,7 @@ def _hierarchy(ax, gpu: GPU, points: Sequence[RooflinePoint], colours: dict) -> 
         text = f"{p.label}: {p.tflops:.0f} TFLOPS predicted"
         if p.measured_tflops:
             _measured(ax, p, colour)
-            text += f", {p.measured_tflops:.0f} measured ({100 * p.error:+.1f}%)"
+            text += f", {p.measured_tflops:.0f} measured (time {100 * p.error:+.1f}%)"
         algo_handles.append(Line2D([], [], color=colour, marker="o", lw=0, label=text))
 
     key_handles = [
