@@ -1,14 +1,16 @@
 """Place the four algorithms on the H100's roofline.
 
 Covers:
-  - arithmetic intensity = matmul FLOPs / HBM bytes, from a `Prediction`
+  - arithmetic intensity = matmul FLOPs / bytes, at each memory level (HBM, L2,
+    shared memory), from a `Prediction` (`RooflinePoint.of`)
   - the GPU's ridge point (`GPU.ridge_point_flop_per_byte`)
-  - `tilesim.plots.roofline` (a PNG; matplotlib Agg, no display)
+  - `tilesim.plots.roofline`: the hierarchical roofline (a PNG; matplotlib Agg, no display)
 
 Scenario:
   Why is standard attention slow? Its intensity sits far left of the ridge
   point, where HBM bandwidth, not the tensor cores, sets the ceiling. The
-  FlashAttention kernels move right, under the compute roof.
+  FlashAttention kernels move right, under the compute roof; their K/V re-reads
+  come from the L2, where their intensity is far lower.
 
 Usage: python examples/03_roofline.py [OUT_DIR]   (default: $TILESIM_OUT or ./out)
 """
@@ -40,10 +42,13 @@ def main() -> None:
     points = []
     for algo in ALGOS:
         p = simulate(build(algo, workload, gpu), gpu)
-        intensity = p.matmul_flops / p.hbm_bytes
-        points.append(RooflinePoint(algo, intensity, p.tflops))
-        side = "below" if intensity < ridge else "above"
-        print(f"{algo:<9} {intensity:>7.1f} FLOP/byte ({side} the ridge), {p.tflops:>4.0f} TFLOPS")
+        point = RooflinePoint.of(p, gpu)  # FLOPs per byte at HBM, L2 and shared memory
+        points.append(point)
+        side = "below" if point.intensity < ridge else "above"
+        print(
+            f"{algo:<9} {point.intensity:>7.1f} FLOP/byte ({side} the ridge; "
+            f"{point.l2_intensity:.0f} per L2 byte), {p.tflops:>4.0f} TFLOPS"
+        )
     path = roofline(gpu, points, out / "roofline.png")
     print(f"wrote {path.name}")
 

@@ -174,6 +174,8 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
     costs = (clock / gpu.hbm_read_Bps, clock / gpu.hbm_write_Bps, clock / gpu.l2_bandwidth_Bps)
     total = [0.0] * N_COUNTERS
     cycles = 0.0
+    held = room = 0.0  # slot-cycles held, slot-cycles the launches had
+    smem_bytes = 0.0
     launches = []
     longest = None
     for run in runs:
@@ -183,6 +185,11 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         cycles += overhead + lc
         util = _utilisation(ctr, lc + overhead, gpu, costs)
         share = overhead / (lc + overhead) if lc + overhead > 0 else 1.0
+        fill = run.slot_fill(lc)
+        # the port's busy cycles at this launch's clock back to bytes
+        smem_bytes += ctr[C_SMEM] * gpu.smem_bandwidth_B_per_clk_per_sm * run.speed
+        held += fill * run.capacity * lc
+        room += run.capacity * lc
         n = run.compiled.num_items
         waves = -(-n // run.slots)
         lp = LaunchPrediction(
@@ -198,14 +205,16 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
             hbm_write_bytes=ctr[C_HBM_WRITE],
             matmul_flops=ctr[C_FLOPS],
             utilisation=util,
-            bound=bound_of(util, share),
+            bound=bound_of(util, share, fill),
             simulated_ctas=run.simulated_items,
+            slot_fill=fill,
         )
         launches.append(lp)
         if longest is None or lp.cycles > longest.cycles:
             longest = lp
     util = _utilisation(total, cycles, gpu, costs)
     share = overhead * len(runs) / cycles if cycles > 0 else 1.0
+    fill = held / room if room > 0 else 0.0
     time_s = cycles / clock
     loaded = total[C_LOAD]
     return Prediction(
@@ -224,8 +233,11 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         hbm_write_bytes=total[C_HBM_WRITE],
         compulsory_hbm_bytes=analytic.compulsory_hbm_bytes,
         l2_hit_rate=total[C_L2_HIT] / loaded if loaded > 0 else 0.0,
+        l2_bytes=loaded + total[C_HBM_WRITE],  # stores pass through the L2 on their way
+        smem_bytes=smem_bytes,
         utilisation=util,
-        bound=bound_of(util, share),
+        bound=bound_of(util, share, fill),
+        slot_fill=fill,
         waves=longest.waves if longest else 0,
         ctas_per_sm=longest.ctas_per_sm if longest else 0,
         launches=tuple(launches),

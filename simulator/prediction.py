@@ -4,10 +4,10 @@ Times are seconds here (the engine counts SM cycles; ``cycles`` keeps that
 figure). Utilisation is the busy fraction of each resource over the whole run:
 HBM and L2 are busy while at least one transfer moves (processor sharing keeps
 them at full rate then), an SM pipe while it serves; the SM pipes are averaged
-over all SMs. ``bound`` names the resource that limits the run: ``launch``
-when kernel-launch overhead is most of the time, ``latency`` when no resource
-is busy even half of the time (the run waits on dependencies and latencies,
-not on a throughput), else the most utilised resource.
+over all SMs. ``slot_fill`` is the share of the CTA slots (SMs x resident CTAs
+per SM) that hold a CTA, averaged over the kernels' time (launch overhead
+excluded; waves that fast fidelity skipped count as full). ``bound`` names what
+limits the run, one of `BOUNDS` (`bound_of` decides).
 
 ``estimated_launches`` names the launches whose registers, spills and issue
 cycles are the trace generator's estimate rather than the compiled kernel's (the
@@ -24,17 +24,62 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: slot_fill, l2_bytes, smem_bytes; latency split into launch, grid, chain
 RESOURCES = ("hbm", "l2", "tensor", "sfu", "fp32", "smem")
-LATENCY_BOUND_BELOW = 0.5  # no resource busier than this: latency-bound
+BUSY_BOUND_ABOVE = 0.5  # a resource busy this share of the time or more bounds the run
 LAUNCH_BOUND_ABOVE = 0.5  # launch overhead above this share of the time: launch-bound
 
+# What each value of ``bound`` means: the one definition, shown by the CLI's --help
+# and copied in the README (a test keeps them equal).
+BOUNDS = {
+    "hbm": "HBM bandwidth: the busiest resource, busy at least half the time",
+    "l2": "L2 hit bandwidth: the busiest resource, busy at least half the time",
+    "tensor": "tensor cores: the busiest resource, busy at least half the time",
+    "sfu": "special-function unit (exponentials): the busiest resource, busy at least "
+    "half the time",
+    "fp32": "FP32 pipe (softmax arithmetic): the busiest resource, busy at least half the time",
+    "smem": "shared-memory port (tile fills, layout conversions): the busiest resource, "
+    "busy at least half the time",
+    "launch": "kernel-launch overhead: half the time or more, or, when no resource is half "
+    "busy, the largest part of the idle time; fewer launches (fusion, CUDA graphs) help",
+    "grid": "no resource is half busy, and the largest part of the idle time is CTA slots "
+    "left empty: too few CTAs for the SMs (SMs x CTAs per SM) or a partial last wave; "
+    "more, smaller CTAs, a split KV sequence or a persistent grid help",
+    "chain": "no resource is half busy, and the largest part of the idle time passes while "
+    "the CTA slots hold CTAs: each waits on a chain of dependencies (memory latency, or "
+    "instruction issue and SFU/FP32 work run one after another with its tensor work); "
+    "more overlap (pipeline stages, resident CTAs, ping-pong, warp specialisation) helps",
+}
 
-def bound_of(utilisation: dict, launch_share: float) -> str:
+
+def bound_of(utilisation: dict, launch_share: float, slot_fill: float) -> str:
+    """The `BOUNDS` label of a run.
+
+    A resource at least `BUSY_BOUND_ABOVE` busy is the bound (the busiest). Below
+    that, the busiest resource's idle time splits into launch overhead, CTA slots
+    left empty and time the slots held CTAs that still left it idle; the largest
+    part names the bound (launch, grid, chain).
+    """
     if launch_share >= LAUNCH_BOUND_ABOVE:
         return "launch"
     best = max(RESOURCES, key=lambda r: utilisation[r])  # ties: the first in RESOURCES
-    return best if utilisation[best] >= LATENCY_BOUND_BELOW else "latency"
+    busy = utilisation[best]
+    if busy >= BUSY_BOUND_ABOVE:
+        return best
+    kernel = 1.0 - launch_share
+    idle = {
+        "launch": launch_share,
+        "grid": kernel * (1.0 - slot_fill),
+        "chain": kernel * slot_fill - busy,
+    }
+    return max(idle, key=idle.__getitem__)  # ties: launch, then grid
+
+
+def describe_bound(bound: str, slot_fill: float) -> str:
+    """``bound`` with the share of CTA slots held where the label rests on it (grid, chain)."""
+    if bound in ("grid", "chain"):
+        return f"{bound}, {slot_fill:.0%} of the CTA slots held"
+    return bound
 
 
 @dataclass(frozen=True)
@@ -53,6 +98,11 @@ class LaunchPrediction:
     utilisation: dict
     bound: str
     simulated_ctas: int  # work items the engine ran (fewer than ctas when waves were sampled)
+    slot_fill: float  # CTA slots (SMs x ctas_per_sm) holding a CTA, averaged over the launch
+
+    def bound_text(self) -> str:
+        """`bound` for a sentence (`describe_bound`)."""
+        return describe_bound(self.bound, self.slot_fill)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -75,8 +125,11 @@ class Prediction:
     hbm_write_bytes: float
     compulsory_hbm_bytes: int  # the trace's analytic floor: each tensor read / written once
     l2_hit_rate: float  # load bytes served by L2 / load bytes
+    l2_bytes: float  # bytes between the SMs and the L2: every load and store
+    smem_bytes: float  # bytes through the SMs' shared-memory ports (loads, layout conversions)
     utilisation: dict  # resource -> busy fraction
-    bound: str
+    bound: str  # one of BOUNDS
+    slot_fill: float  # CTA slots holding a CTA, averaged over the kernels' time
     waves: int  # of the longest launch
     ctas_per_sm: int  # of the longest launch
     launches: tuple  # LaunchPrediction per launch, in order
@@ -93,6 +146,10 @@ class Prediction:
         """Whether ``fast`` fidelity extrapolated waves of a launch (some CTAs not
         simulated: ``LaunchPrediction.simulated_ctas`` < ``ctas``)."""
         return any(lp.simulated_ctas < lp.ctas for lp in self.launches)
+
+    def bound_text(self) -> str:
+        """`bound` for a sentence (`describe_bound`)."""
+        return describe_bound(self.bound, self.slot_fill)
 
     @property
     def hbm_bytes(self) -> float:

@@ -144,7 +144,8 @@ class LaunchRun:
         n = compiled.num_items
         persistent = self.launch.persistent_ctas
         self.persistent = min(persistent, n) if persistent > 0 else 0
-        slots = self.persistent or gpu.sm_count * per_sm
+        self.capacity = gpu.sm_count * per_sm  # CTA slots of the GPU
+        slots = self.persistent or self.capacity
         self.slots = slots
         self.plan = make_plan(compiled, slots, fidelity, self.persistent > 0)
         self.starts: dict[int, float] = {}  # item -> time it started
@@ -159,6 +160,8 @@ class LaunchRun:
         self.by_pos = None  # persistent: mean item duration per period position
         self.durations: dict = {}  # persistent: durations of the window's items
         self.running = 0
+        self.held = 0.0  # slot-cycles: the integral of `running` over time
+        self.held_since = 0.0
         self.done = Event(env)
         self.t0 = 0.0
         self.t1 = 0.0
@@ -166,7 +169,7 @@ class LaunchRun:
     # -- which items run -----------------------------------------------------------
 
     def start(self) -> None:
-        self.t0 = self.env._now
+        self.t0 = self.held_since = self.env._now
         self.memory.set_sm_speed(self.speed)  # launches run one after another
         n = self.compiled.num_items
         if self.persistent:
@@ -257,6 +260,7 @@ class LaunchRun:
                 return
             heapq.heapreplace(free, (count + 1, sm))
             resident[sm] = count + 1
+            self._hold()
             self.running += 1
             self.env.process(self._cta(self.sms[sm], items))
 
@@ -310,6 +314,7 @@ class LaunchRun:
     def _finished(self, sm: int) -> None:
         self.resident[sm] -= 1
         heapq.heappush(self.free, (self.resident[sm], sm))
+        self._hold()
         self.running -= 1
         if not self.exhausted:
             self._fill()
@@ -317,7 +322,27 @@ class LaunchRun:
             self.t1 = self.env._now
             self.done.succeed()
 
+    def _hold(self) -> None:
+        """Add the slot-cycles held since the last change of `running`."""
+        now = self.env._now
+        self.held += self.running * (now - self.held_since)
+        self.held_since = now
+
     # -- results -------------------------------------------------------------------
+
+    def slot_fill(self, cycles: float) -> float:
+        """The share of the GPU's CTA slots holding a CTA over the launch's ``cycles``
+        (from `totals`); the waves that were skipped held every slot they had."""
+        held = self.held
+        plan = self.plan
+        if plan is not None:
+            if self.persistent:
+                p = self.persistent
+                held += sum(self._skipped_work(first % p) for first in sorted(self.ends))
+            else:
+                held += self._rate(plan.head) * (plan.tail - plan.head) * plan.slots
+        room = self.capacity * cycles
+        return min(1.0, held / room) if room > 0 else 0.0
 
     def totals(self) -> tuple[float, list, float]:
         """(cycles of the launch, counters, cycles stood in for by extrapolation)."""

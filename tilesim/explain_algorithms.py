@@ -112,13 +112,13 @@ def standard(st: Story) -> Section:
         f"FLOP/byte, {st.ridge / intensity:.0f}x below the ridge point ({st.ridge:.0f}). "
         f"Moving the bytes takes at least {fmt_time(hbm_floor)}; the matmuls alone "
         f"{fmt_time(compute_floor)}. Predicted: {fmt_time(p.time_s)} ({p.tflops:.0f} TFLOPS, "
-        f"bound: {p.bound}, HBM busy {fmt_pct(p.utilisation['hbm'])} of the time).",
+        f"bound: {p.bound_text()}, HBM busy {fmt_pct(p.utilisation['hbm'])} of the time).",
     ]
     if sm is not None:
         text.append(
             f"The softmax kernel does no matmul at all: it streams "
             f"{fmt_bytes(sm.hbm_read_bytes + sm.hbm_write_bytes)} in {fmt_time(sm.time_s)} "
-            f"({fmt_pct(sm.time_s / p.time_s)} of the total, bound: {sm.bound}). Holding S "
+            f"({fmt_pct(sm.time_s / p.time_s)} of the total, bound: {sm.bound_text()}). Holding S "
             f"and P takes {fmt_bytes(2 * s_bytes)} of HBM "
             f"({fmt_pct(nums['hbm_capacity_share'])} of the {fmt_bytes(gpu.hbm_bytes)} on "
             "the card): memory, not just time, grows with N²."
@@ -182,7 +182,7 @@ def v1(st: Story) -> Section:
         f"traffic ({fmt_bytes(reread['L'] + reread['M'])} more for ℓ and m) — the "
         "Θ(N²d²/M) of the paper. "
         f"Against standard attention v1 {verdict}: {fmt_time(p.time_s)}, "
-        f"{p.tflops:.0f} TFLOPS, bound: {p.bound}.",
+        f"{p.tflops:.0f} TFLOPS, bound: {p.bound_text()}.",
     ]
     return Section("v1", title, text, nums)
 
@@ -244,7 +244,7 @@ def v2(st: Story) -> Section:
         f"{fmt_bytes(p1.hbm_bytes)} to {fmt_bytes(p2.hbm_bytes)}.",
         f"Predicted: {fmt_time(p2.time_s)}, {fmt_x(p1.time_s / p2.time_s)} faster than v1 "
         f"and {fmt_x(s.time_s / p2.time_s)} faster than standard attention; {p2.tflops:.0f} "
-        f"TFLOPS = {fmt_pct(nums['peak_share'])} of the tensor peak, bound: {p2.bound} "
+        f"TFLOPS = {fmt_pct(nums['peak_share'])} of the tensor peak, bound: {p2.bound_text()} "
         f"(tensor cores busy {fmt_pct(p2.utilisation['tensor'])}, SFU "
         f"{fmt_pct(p2.utilisation['sfu'])}).",
     ]
@@ -342,7 +342,7 @@ def v3(st: Story) -> Section:
         f"Predicted: {fmt_time(p3.time_s)}, {p3.tflops:.0f} TFLOPS "
         f"({fmt_pct(nums['peak_share'])} of peak), {fmt_speed(p3.time_s, p2.time_s, 'v2')}; "
         f"tensor cores busy {fmt_pct(p3.utilisation['tensor'])} (v2: "
-        f"{fmt_pct(p2.utilisation['tensor'])}), bound: {p3.bound}.",
+        f"{fmt_pct(p2.utilisation['tensor'])}), bound: {p3.bound_text()}.",
     ]
     fa3 = st.runs.get("v3_fa3")
     if fa3 is not None and fa3.pred is not None:
@@ -360,7 +360,7 @@ def v3(st: Story) -> Section:
             "take turns on the tensor cores, so one's softmax runs under the other's GEMMs, "
             "with 2 stages of K/V buffers (`--config fa3`; tilesim's Gluon kernel runs it "
             "when asked). Predicted with it: "
-            f"{fmt_time(pa.time_s)}, {pa.tflops:.0f} TFLOPS, bound: {pa.bound}, "
+            f"{fmt_time(pa.time_s)}, {pa.tflops:.0f} TFLOPS, bound: {pa.bound_text()}, "
             f"{fmt_speed(pa.time_s, p3.time_s, 'the default v3')}."
         )
     f8 = st.runs.get("v3_fp8")
@@ -385,6 +385,7 @@ def v3(st: Story) -> Section:
             f"({fmt_bytes(pf.hbm_bytes)} through HBM), but not the exponentials: they now "
             f"take {fmt_pct(ratio8)} of the GEMM time. Predicted {fmt_time(pf.time_s)}, "
             f"{pf.tflops:.0f} TFLOPS, {fmt_speed(pf.time_s, p3.time_s, 'fp16 v3')}, bound: "
-            f"{pf.bound}."
+            f"{pf.bound_text()} (tensor cores busy {fmt_pct(pf.utilisation['tensor'])}, SFU "
+            f"{fmt_pct(pf.utilisation['sfu'])})."
         )
     return Section("v3", title, text, nums)

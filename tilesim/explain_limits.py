@@ -51,7 +51,7 @@ def decode(st: Story) -> Section:
             + ", ".join(f"{a} {fmt_time(ps[a].time_s)}" for a in algos)
             + f"; v2 {fmt_x(ps['standard'].time_s / v2.time_s)} standard's speed, "
             f"{intensity:.2f} FLOP/byte, K and V streamed at {bw / 1e12:.2f} TB/s "
-            f"({fmt_pct(bw / gpu.hbm_bandwidth_Bps)} of peak), bound: {v2.bound}"
+            f"({fmt_pct(bw / gpu.hbm_bandwidth_Bps)} of peak), bound: {v2.bound_text()}"
         )
     w = st.runs[f"decode{DECODE_KV[0]}_v2"].workload
     text = [
@@ -101,7 +101,7 @@ def short(st: Story) -> Section:
         f"launch costs {fmt_time(over)} on this GPU. "
         + "; ".join(
             f"{a}: {fmt_time(ps[a].time_s)}, {len(ps[a].launches)} launch(es) = "
-            f"{fmt_pct(nums['launch_share'][a])} of it, bound: {ps[a].bound}"
+            f"{fmt_pct(nums['launch_share'][a])} of it, bound: {ps[a].bound_text()}"
             for a in algos
         )
         + ".",
@@ -165,7 +165,7 @@ def wide(st: Story) -> Section:
             f"({lb.occupancy_limiter}-limited), {pb.tflops:.0f} TFLOPS; d={other} "
             f"{cw['block_m']}x{cw['block_n']} x {cw['num_stages']} stages, "
             f"{n['other_smem_per_cta'] / 1024:.0f} KiB per CTA, {lw.ctas_per_sm} per SM "
-            f"({lw.occupancy_limiter}-limited), {pw.tflops:.0f} TFLOPS, bound: {pw.bound}"
+            f"({lw.occupancy_limiter}-limited), {pw.tflops:.0f} TFLOPS, bound: {pw.bound_text()}"
         )
     wide_d, narrow_d = max(other, st.w.head_dim), min(other, st.w.head_dim)
     text = [

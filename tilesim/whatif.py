@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import TilesimError
-from .hwmodels import SETTABLE_FIELDS
+from .hwmodels import SETTABLE_FIELDS, UNITS
 from .hwmodels.gpu import GPU
 from .runner import Job, Outcome, RunStats, run_jobs
 from .traces.workload import ALGOS, Workload
@@ -42,6 +42,28 @@ def default_batch_heads(seqlen: int, head_dim: int) -> tuple[int, int]:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise TilesimError(f"{name} must be a positive integer, got {value!r}")
     return max(1, TOKENS_PER_BATCH // seqlen), max(1, HIDDEN // head_dim)
+
+
+# How a run that only this field limited would scale with it, by the field's unit: as the
+# value for a rate, as its inverse for a latency or overhead; a capacity has no such law.
+RATE_UNITS = frozenset(
+    {"SMs", "Hz", "of sm_clock_hz", "of peak", "B/s", "B/clk/SM", "FLOP/clk/SM", "ops/clk/SM",
+     "lanes/clk/SM", "schedulers"}
+)  # fmt: skip
+COST_UNITS = frozenset({"SM cycles", "s"})
+
+
+def ideal_speedup(key: str, factor: float) -> float | None:
+    """The speed-up of a run bound by ``key`` alone when it changes by ``factor``
+    (None where no such law holds: capacities, flags)."""
+    unit = UNITS.get(key)
+    if not factor > 0:
+        return None
+    if unit in RATE_UNITS:
+        return factor
+    if unit in COST_UNITS:
+        return 1.0 / factor
+    return None
 
 
 @dataclass(frozen=True)
@@ -215,10 +237,11 @@ def _row(
     base: Outcome,
     error: str | None,
 ) -> dict:
-    factors = {}
+    factors, values = {}, {}
     for key in settings:
         old, new = getattr(gpu, key), getattr(hw, key)
-        factors[key] = None if isinstance(old, bool) or error else new / old
+        factors[key] = None if isinstance(old, bool) or error or old == 0 else new / old
+        values[key] = None if error else new
     row = {
         "algo": algo,
         "batch": w.batch,
@@ -229,6 +252,7 @@ def _row(
         "dtype": w.dtype,
         "settings": dict(settings),
         "factors": factors,
+        "values": values,  # the fields' values on the variant, in their units
         "gpu": None if error else hw.name,
         "time_s": None,
         "tflops": None,

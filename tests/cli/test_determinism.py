@@ -7,15 +7,29 @@ from __future__ import annotations
 import pytest
 
 from tilesim.hwmodels import load_gpu, write_preset
-from tilesim.plots import RooflinePoint, gantt, roofline
+from tilesim.plots import RooflinePoint, gantt, roofline, whatif_plot
 from tilesim.simulator import simulate
 from tilesim.traces import build
 from tilesim.traces.files import save
 from tilesim.traces.workload import Workload
+from tilesim.whatif import parse_vary, run_sweep, shapes
 
 GPU = load_gpu("h100")
 WORKLOAD = Workload(1, 1, 512, 512, 64)
-POINTS = [RooflinePoint("v2", 120.0, 300.0), RooflinePoint("v2", 120.0, 280.0, measured=True)]
+POINTS = [
+    RooflinePoint("standard", 40.0, 150.0, l2_intensity=30.0, smem_intensity=28.0),
+    RooflinePoint(
+        "v2",
+        120.0,
+        300.0,
+        measured_tflops=280.0,
+        measured_range=(270.0, 290.0),
+        l2_intensity=60.0,
+        smem_intensity=50.0,
+        sfu_ceiling_tflops=900.0,
+        fp32_ceiling_tflops=1200.0,
+    ),
+]
 
 
 def twice(write, tmp_path, name):
@@ -36,6 +50,13 @@ def test_figures_are_the_same_bytes_every_time(suffix, tmp_path):
 def test_a_gantt_chart_is_the_same_bytes_every_time(tmp_path):
     pred = simulate(build("v2", WORKLOAD, GPU), GPU, "detailed", timeline=True)
     first, second = twice(lambda p: gantt(pred, p, sms=2), tmp_path, "g.svg")
+    assert first == second
+
+
+def test_a_whatif_plot_is_the_same_bytes_every_time(tmp_path):
+    vary = parse_vary(["hbm_bandwidth_Bps=0.5x,1x,2x", "l2_bytes=0.5x,1x"], GPU)
+    result = run_sweep(GPU, vary, ["v2"], shapes([512], [64], batch=1, heads=1))
+    first, second = twice(lambda p: whatif_plot(result, p), tmp_path, "w.svg")
     assert first == second
 
 

@@ -243,6 +243,29 @@ def test_help_shows_the_defaults():
         assert text in " ".join(out.split()), text
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("predict",),
+        ("compare",),
+        ("trace", "replay"),
+        ("explain",),
+        ("roofline",),
+        ("gantt",),
+        ("whatif",),
+        ("report",),
+    ],
+)
+def test_help_of_every_command_that_prints_bound_defines_each_label(command):
+    from tilesim.simulator.prediction import BOUNDS
+
+    code, out, _ = run(*command, "--help")
+    assert code == 0
+    flat = " ".join(out.split())
+    for label, text in BOUNDS.items():
+        assert f"{label} {text}" in flat, label
+
+
 def test_ctrl_c_stops_a_parallel_sweep_at_once(tmp_path):
     """SIGINT to the process group (what a terminal sends): the parent says "interrupted"
     and exits 130 without waiting for the running simulations; workers print nothing."""

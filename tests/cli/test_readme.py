@@ -77,6 +77,14 @@ def test_the_readme_has_commands_and_names_its_gpu_ones():
     assert any(c.startswith(GPU_COMMANDS) for c in COMMANDS)
 
 
+def test_the_readme_defines_every_bound_label_as_the_code_does():
+    from tilesim.simulator.prediction import BOUNDS
+
+    text = README.read_text(encoding="utf-8")
+    listed = re.findall(r"^- `(\w+)`: (.*)$", text, flags=re.MULTILINE)
+    assert {label: what for label, what in listed if label in BOUNDS} == BOUNDS
+
+
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     folder = tmp_path_factory.mktemp("readme")
@@ -113,3 +121,22 @@ def test_the_readme_report_glob_reads_every_committed_file(scratch):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "MAPE random (seed 12)" in result.stdout and "MAPE grid" in result.stdout
     assert "note: passed over" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_readme_names_the_algorithms_compare_runs_on_the_a100():
+    from tilesim.errors import TilesimError
+    from tilesim.hwmodels import load_gpu
+    from tilesim.traces.config import check_algo
+    from tilesim.traces.workload import ALGOS, Workload
+
+    text = README.read_text(encoding="utf-8")
+    (line,) = [x for x in text.splitlines() if x.startswith("tilesim compare --gpu a100 ")]
+    listed = re.findall(r"\b(standard|v1|v2|v3)\b", line.split("#", 1)[1].split(" over ")[0])
+    gpu, runs = load_gpu("a100"), []
+    for algo in ALGOS:
+        try:
+            check_algo(algo, Workload(4, 16, 4096, 4096, 128), gpu)
+        except TilesimError:
+            continue
+        runs.append(algo)
+    assert listed == runs == ["standard", "v1", "v2"]

@@ -79,3 +79,20 @@ def test_example_output(script, tmp_path):
     for name in ("roofline.png", "gantt_v2_v3.png"):
         if name in out:
             assert (tmp_path / name).stat().st_size > 10_000
+
+
+def test_the_timeline_example_prints_what_its_docstring_says():
+    """04: in both kernels most exp time runs under a matmul; v3's tensor cores are busier."""
+    import re
+
+    text = expected_path(EXAMPLES / "04_timeline.py").read_text(encoding="utf-8")
+    got = {
+        algo: (int(busy), int(hidden))
+        for algo, busy, hidden in re.findall(
+            r"^(v\d): .*tensor cores busy (\d+)% of its run, (\d+)% of its exp time", text, re.M
+        )
+    }
+    assert set(got) == {"v2", "v3"}
+    assert got["v3"][0] > got["v2"][0]
+    assert min(hidden for _, hidden in got.values()) > 50
+    assert all("bound: grid" in line for line in text.splitlines()[:2])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -123,9 +124,28 @@ def test_roofline_measured_points_from_results(tmp_path):
         }
     path = tmp_path / "2026-01-01-h100.json"
     path.write_text(json.dumps(doc))
-    got = commands.measured_points(gpu, w, [path])
-    assert got == {"v2": pytest.approx(flops / 1e-5 / 1e12)}  # the other shape is ignored
-    assert commands.measured_points(load_gpu("a100"), w, [path]) == {}  # another GPU
+    got, note = commands.measured_points(gpu, w, [path])
+    tflops = pytest.approx(flops / 1e-5 / 1e12)
+    assert got == {"v2": (tflops, tflops, tflops)}  # the other shape is ignored
+    assert note is None
+    got, note = commands.measured_points(load_gpu("a100"), w, [path])  # another GPU
+    assert got == {}
+    assert "no a100_sxm4_80gb" in note and "NVIDIA H100 80GB HBM3" in note
+    other = main_workload(gpu, 2048, 64, 1, 4, False, "fp16")
+    got, note = commands.measured_points(gpu, other, [path])  # this GPU, not this shape
+    assert got == {} and "no measurement of this shape" in note
+
+
+def test_a_roofline_without_measured_points_says_so(app, tmp_path):
+    out = tmp_path / "roof.png"
+    h200 = Path(__file__).resolve().parents[2] / "validate/results/2026-12-01-h200-run1.json"
+    args = ["roofline", "--gpu", "h100", *SMALL, "--out", str(out), "--json", "--results"]
+    result = runner.invoke(app, [*args, str(h200)])
+    assert result.exit_code == 0, result.output
+    assert "no measured points" in result.stderr and "NVIDIA H200" in result.stderr
+    doc = json.loads(result.stdout)
+    assert "no measured points" in doc["measured_note"]
+    assert all(p["measured_tflops"] is None for p in doc["points"])
 
 
 def test_gantt_cli(app, tmp_path):

@@ -11,6 +11,7 @@ from matplotlib import image as mpimg
 from tilesim import plots
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
+from tilesim.plots.gantt import _Lanes
 from tilesim.simulator import simulate
 from tilesim.traces import Workload, build
 from tilesim.whatif import parse_vary, run_sweep, shapes
@@ -49,16 +50,20 @@ def test_roofline_png(tmp_path):
     gpu = load_gpu("h100")
     pts = [
         plots.RooflinePoint("standard", 30.0, 150.0),
-        plots.RooflinePoint("v2", 900.0, 550.0),
-        plots.RooflinePoint("v2", 900.0, 470.0, measured=True),
+        plots.RooflinePoint("v2", 900.0, 550.0, measured_tflops=470.0),
     ]
     path = plots.roofline(gpu, pts, tmp_path / "r.png")
     img = load_png(path)
     assert colour_pixels(img, plots.ALGO_COLOURS[0]) > 20  # standard's hollow marker
     assert colour_pixels(img, plots.ALGO_COLOURS[1]) > colour_pixels(img, plots.ALGO_COLOURS[0])
+
+
+def test_roofs_are_memory_levels_and_tensor_paths_only():
+    gpu = load_gpu("h100")
     assert [name for name, _ in plots.roofs(gpu)[0]] == ["HBM", "L2", "shared memory"]
     computes = dict(plots.roofs(gpu)[1])
     assert computes["tensor fp8 wgmma"] == gpu.peak_tensor_flops("fp8", "wgmma")
+    assert all(name.startswith("tensor") for name in computes)  # no SFU/FP32 on FLOP/s
     assert "tensor fp8 wgmma" not in dict(plots.roofs(load_gpu("a100"))[1])
 
 
@@ -73,7 +78,7 @@ def test_gantt_png_from_predictions_and_files(tmp_path, timelines):
 
 
 def test_gantt_window_and_lanes(timelines):
-    lanes = plots._Lanes.of(plots.perfetto_of(timelines[0]))
+    lanes = _Lanes.of(plots.perfetto_of(timelines[0]))
     lo, hi = lanes.span()
     a, b = lanes.auto_window()
     assert lo <= a < b <= hi

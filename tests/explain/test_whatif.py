@@ -65,6 +65,7 @@ def test_rows_are_the_product_in_order(gpu, small):
         assert r["factors"]["hbm_bandwidth_Bps"] == pytest.approx(
             {"0.5x": 0.5, "1x": 1.0, "2x": 2.0}[r["settings"]["hbm_bandwidth_Bps"]]
         )
+        assert r["values"] == {"hbm_bandwidth_Bps": hw.hbm_bandwidth_Bps, "sm_count": hw.sm_count}
     one = [r for r in res.rows if r["settings"] == {"hbm_bandwidth_Bps": "1x", "sm_count": "132"}]
     assert all(r["speedup"] == 1.0 for r in one)
     # HBM-bound standard attention follows the bandwidth
@@ -80,6 +81,20 @@ def test_baseline_without_1x_in_the_list(gpu, small):
     res = run_sweep(gpu, parse_vary(["hbm_bandwidth_Bps=2x"], gpu), ["standard"], small)
     base = simulate(build("standard", small[0], gpu), gpu).time_s
     assert res.rows[0]["speedup"] == base / res.rows[0]["time_s"]
+
+
+def test_a_field_that_is_zero_on_the_preset_has_values_but_no_factors(small):
+    a100 = load_gpu("a100")  # no wgmma: its wgmma rate is 0
+    assert a100.tensor_fp16_wgmma_flop_per_clk_per_sm == 0
+    res = run_sweep(
+        a100, parse_vary(["tensor_fp16_wgmma_flop_per_clk_per_sm=0,1000"], a100), ["v2"], small
+    )
+    key = "tensor_fp16_wgmma_flop_per_clk_per_sm"
+    assert [(r["factors"][key], r["values"][key]) for r in res.rows] == [
+        (None, 0.0),
+        (None, 1000.0),
+    ]
+    assert all(r["error"] is None for r in res.rows)
 
 
 def test_default_shapes():

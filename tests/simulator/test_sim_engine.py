@@ -277,12 +277,21 @@ def test_launch_overhead_and_launch_bound(kit):
     assert p.launches[0].time_s == pytest.approx(1001e-9)
 
 
-def test_latency_bound_when_nothing_is_busy(kit, gpu):
-    # a 100-byte load: 1 cycle of transfer and 500 of latency
-    ops = [Load("a", "A", (0,), 100), Vector(fp32=100, deps=("a",))]
+def test_bytes_at_each_memory_level(kit, gpu):
+    # a 20 KB tile loaded twice (the second an L2 hit) and a 5 KB store: HBM moves
+    # the tile once and the store; the L2 serves both loads and takes the store;
+    # shared memory takes both loads
+    ops = [
+        Load("a", "A", (0,), 20_000),
+        Wait(("a",)),
+        Load("b", "A", (0,), 20_000),
+        mma(id="m", deps=("b",)),
+        Store("C", (0,), 5_000, deps=("m",)),
+    ]
     p = simulate(kit.trace((ONE, [("main", ops)])), gpu)
-    assert p.bound == "latency"
-    assert max(p.utilisation.values()) < 0.5
+    assert p.hbm_bytes == 25_000
+    assert p.l2_bytes == 45_000
+    assert p.smem_bytes == pytest.approx(40_000, rel=1e-12)
 
 
 def test_deadlock_is_a_clear_error(kit, gpu):

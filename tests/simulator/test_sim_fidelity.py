@@ -118,6 +118,7 @@ def _fast_matches_detailed(gpu, algo, workload):
     assert fast.hbm_read_bytes == pytest.approx(detailed.hbm_read_bytes, rel=TOLERANCE)
     assert fast.hbm_write_bytes == pytest.approx(detailed.hbm_write_bytes, rel=TOLERANCE)
     assert fast.matmul_flops == detailed.matmul_flops
+    assert fast.slot_fill == pytest.approx(detailed.slot_fill, rel=TOLERANCE)
     # the point of fast: fewer events (loops coalesced, waves sampled)
     assert fast.sim_events <= detailed.sim_events
 

@@ -122,8 +122,11 @@ SCHEMA_KEYS = {
     "hbm_write_bytes",
     "compulsory_hbm_bytes",
     "l2_hit_rate",
+    "l2_bytes",
+    "smem_bytes",
     "utilisation",
     "bound",
+    "slot_fill",
     "waves",
     "ctas_per_sm",
     "launches",
@@ -146,6 +149,7 @@ LAUNCH_KEYS = {
     "utilisation",
     "bound",
     "simulated_ctas",
+    "slot_fill",
 }
 
 
@@ -154,7 +158,7 @@ def test_prediction_json_schema_is_stable():
     p = simulate(build("standard", Workload(1, 2, 512, 512, 64), gpu), gpu)
     doc = json.loads(p.to_json())
     assert set(doc) == SCHEMA_KEYS
-    assert doc["schema_version"] == SCHEMA_VERSION == 1
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
     assert set(doc["utilisation"]) == {"hbm", "l2", "tensor", "sfu", "fp32", "smem"}
     assert [lp["name"] for lp in doc["launches"]] == ["qk", "softmax", "pv"]
     for lp in doc["launches"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +13,7 @@ from rich.console import Console
 
 from ..atomic import check_writable
 from ..hwmodels import GPU, load_gpu, parse_set_options
+from ..simulator.prediction import BOUNDS
 from ..traces.workload import Workload
 
 console = Console()
@@ -79,6 +81,20 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def bound_help() -> str:
+    """`BOUNDS` as a --help epilog, for the commands that print ``bound`` (click keeps
+    the lines of a paragraph that opens with ``\\b`` as they are)."""
+    lines = ["\b", "bound (what limits the run):"]
+    for label, text in BOUNDS.items():
+        first, *rest = textwrap.wrap(text, width=66)
+        lines.append(f"  {label:<8}{first}")
+        lines += [" " * 10 + line for line in rest]
+    return "\n".join(lines)
+
+
+BOUND_HELP = bound_help()
 
 
 def check_output(path: Path | None, option: str, suffixes=None) -> Path | None:

@@ -24,6 +24,7 @@ from ..traces import build
 from ..traces.config import check_algo
 from ..traces.workload import ALGOS, Workload
 from .common import (
+    BOUND_HELP,
     DEFAULT_DTYPE,
     DEFAULT_GPU,
     DEFAULT_HEAD_DIM,
@@ -77,10 +78,10 @@ AlgosOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    app.command("explain")(explain)
-    app.command("roofline")(roofline)
-    app.command("gantt")(gantt)
-    app.command("whatif")(whatif)
+    app.command("explain", epilog=BOUND_HELP)(explain)
+    app.command("roofline", epilog=BOUND_HELP)(roofline)
+    app.command("gantt", epilog=BOUND_HELP)(gantt)
+    app.command("whatif", epilog=BOUND_HELP)(whatif)
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -247,9 +248,11 @@ def roofline(
         ),
     ] = None,
 ) -> None:
-    """Roofline plot with one point per algorithm (hollow predicted, filled measured).
+    """Hierarchical roofline: each algorithm at each memory level's intensity.
 
-    Roofs: HBM, L2, shared memory (slanted); tensor cores, FP32, SFU (flat).
+    Roofs: HBM, L2, shared memory (slanted, each against its own FLOP per byte);
+    tensor cores (flat); the SFU and FP32 pipes as ceilings on a panel of their own.
+    Hollow markers predicted, filled measured (with the error and the runs' spread).
     """
     from ..plots import RooflinePoint
     from ..plots import roofline as draw
@@ -270,29 +273,36 @@ def roofline(
         workers=_workers(jobs),
         progress=not as_json,
     )
+    measured, note = measured_points(hw, w, results)
     points, rows = [], []
     for algo, o in zip(names, outcomes, strict=True):
         if o.prediction is None:
             rows.append({"algo": algo, "error": o.error})
             continue
-        p = o.prediction
-        x = p.matmul_flops / p.hbm_bytes if p.hbm_bytes else 0.0
-        points.append(RooflinePoint(algo, x, p.tflops))
+        m = measured.get(algo)
+        point = RooflinePoint.of(
+            o.prediction,
+            hw,
+            measured_tflops=m[0] if m else None,
+            measured_range=m[1:] if m else None,
+        )
+        points.append(point)
         rows.append(
             {
                 "algo": algo,
-                "intensity_flop_per_byte": x,
-                "tflops": p.tflops,
-                "bound": p.bound,
-                "measured_tflops": None,
+                "intensity_flop_per_byte": point.intensity,
+                "l2_intensity_flop_per_byte": point.l2_intensity,
+                "smem_intensity_flop_per_byte": point.smem_intensity,
+                "tflops": point.tflops,
+                "sfu_ceiling_tflops": point.sfu_ceiling_tflops,
+                "fp32_ceiling_tflops": point.fp32_ceiling_tflops,
+                "bound": o.prediction.bound,
+                "measured_tflops": point.measured_tflops,
+                "measured_range_tflops": list(point.measured_range or ()) or None,
             }
         )
-    measured = measured_points(hw, w, results)
-    for row in rows:
-        m = measured.get(row["algo"])
-        if m is not None and "tflops" in row:
-            row["measured_tflops"] = m
-            points.append(RooflinePoint(row["algo"], row["intensity_flop_per_byte"], m, True))
+    if note:
+        err_console.print(f"note: {note}", highlight=False, markup=False)
     draw(
         hw,
         points,
@@ -300,21 +310,32 @@ def roofline(
         title=f"{hw.display_name}: B={w.batch} H={w.heads} N={w.seqlen_q} "
         f"d={w.head_dim} {w.dtype}{' causal' if w.causal else ''}"
         + ("" if w.pass_ == "fwd" else f" {w.pass_}"),
+        note=note,
     )
     if as_json:
-        print_json({"gpu": hw.name, "workload": w.to_dict(), "points": rows, "out": str(out)})
+        print_json(
+            {
+                "gpu": hw.name,
+                "workload": w.to_dict(),
+                "points": rows,
+                "measured_note": note,
+                "out": str(out),
+            }
+        )
         return
     table = Table(box=box.SIMPLE)
-    for col in ("algo", "FLOP/byte", "TFLOPS", "measured", "bound"):
+    for col in ("algo", "FLOP/byte HBM", "L2", "smem", "TFLOPS", "measured", "bound"):
         table.add_column(col)
     for row in rows:
         if "error" in row:
-            table.add_row(row["algo"], "-", "-", "-", row["error"])
+            table.add_row(row["algo"], "-", "-", "-", "-", "-", row["error"])
             continue
         m = row["measured_tflops"]
         table.add_row(
             row["algo"],
             f"{row['intensity_flop_per_byte']:.1f}",
+            _maybe(row["l2_intensity_flop_per_byte"]),
+            _maybe(row["smem_intensity_flop_per_byte"]),
             f"{row['tflops']:.0f}",
             "-" if m is None else f"{m:.0f}",
             row["bound"],
@@ -323,8 +344,16 @@ def roofline(
     console.print(f"wrote {out}")
 
 
-def measured_points(gpu: GPU, w: Workload, paths: list[Path] | None) -> dict[str, float]:
-    """algo -> measured TFLOPS of this shape on this GPU, from validate/bench results files.
+def _maybe(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def measured_points(
+    gpu: GPU, w: Workload, paths: list[Path] | None
+) -> tuple[dict[str, tuple[float, float, float]], str | None]:
+    """algo -> (median, slowest, fastest) measured TFLOPS of this shape on this GPU, from
+    validate/bench results files, and a note when there is none (why: no measurement
+    of this GPU in them, or none of this shape).
 
     Given paths are read (a bad file is an error); without them the committed
     ``validate/results/*.json`` are searched and unreadable ones skipped.
@@ -346,16 +375,20 @@ def measured_points(gpu: GPU, w: Workload, paths: list[Path] | None) -> dict[str
         except TilesimError:
             if explicit:
                 raise
+    devices: set[str] = set()
+    this_gpu = False
     for _, doc in docs:
         if doc["kind"] not in ("validate", "bench"):
             continue
         device = (doc["metadata"].get("device") or {}).get("name", "")
+        devices.add(device or "an unnamed device")
         try:
             preset = base_preset_for(device)
         except TilesimError:
             continue
         if not base.startswith(preset):
             continue
+        this_gpu = True
         for row in schema.ok_rows(doc):
             algo = row.get("algo")
             impl = row.get("impl")
@@ -365,8 +398,16 @@ def measured_points(gpu: GPU, w: Workload, paths: list[Path] | None) -> dict[str
                 continue
             flops = row.get("flops") or schema.attention_flops(w)
             found.setdefault(algo, []).append(flops / row["time_s"] / 1e12)
-    # the median of repeated measurements of one point
-    return {a: sorted(v)[len(v) // 2] for a, v in sorted(found.items())}
+    where = "the results files" if explicit else "validate/results/"
+    note = None
+    if not this_gpu:
+        held = ", ".join(sorted(devices)) or "none"
+        note = f"no measured points: {where} hold no {base} measurement (devices: {held})"
+    elif not found:
+        note = f"no measured points: {where} hold no measurement of this shape on this GPU"
+    # the median of repeated measurements of one point, and their range
+    out = {a: (sorted(v)[len(v) // 2], min(v), max(v)) for a, v in sorted(found.items())}
+    return out, note
 
 
 # -- gantt --------------------------------------------------------------------------------
@@ -427,7 +468,9 @@ def gantt(
         )
     draw(preds, out, sms=sms, window=span)
     for p in preds:
-        console.print(f"{p.algo}: {p.time_s * 1e6:.1f} µs, {p.tflops:.0f} TFLOPS, bound: {p.bound}")
+        console.print(
+            f"{p.algo}: {p.time_s * 1e6:.1f} µs, {p.tflops:.0f} TFLOPS, bound: {p.bound_text()}"
+        )
     console.print(f"wrote {out}")
 
 

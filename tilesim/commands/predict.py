@@ -22,6 +22,7 @@ from ..errors import TilesimError
 from ..hwmodels import GPU
 from ..profiles import load as load_profile
 from ..simulator import FIDELITIES, Prediction, simulate
+from ..simulator.prediction import BOUNDS
 from ..simulator.timeline import DEFAULT_MAX_SMS
 from ..traces import build
 from ..traces.compiled import DEFAULT as DEFAULT_PROFILE
@@ -29,6 +30,7 @@ from ..traces.config import check_algo, describe_config
 from ..traces.files import load
 from ..traces.workload import ALGOS, HEAD_DIMS, Workload
 from .common import (
+    BOUND_HELP,
     DEFAULT_BATCH,
     DEFAULT_DTYPE,
     DEFAULT_GPU,
@@ -119,9 +121,9 @@ TimelineWindowOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    app.command("predict")(predict_cmd)
-    app.command("compare")(compare_cmd)
-    trace_app.command("replay")(replay_cmd)
+    app.command("predict", epilog=BOUND_HELP)(predict_cmd)
+    app.command("compare", epilog=BOUND_HELP)(compare_cmd)
+    trace_app.command("replay", epilog=BOUND_HELP)(replay_cmd)
 
 
 # -- predict ------------------------------------------------------------------------
@@ -156,13 +158,7 @@ def predict_cmd(
     timeline_window: TimelineWindowOpt = None,
     gantt: GanttOpt = None,
 ) -> None:
-    """Predict the time, traffic and bottleneck of one attention kernel.
-
-    bound: the busiest resource (hbm, l2, tensor, sfu, fp32, smem) when it is at
-    least 50% busy; launch when launch overhead is at least half the time; latency
-    when no resource is half busy (an under-filled grid or tail wave, or a chain of
-    dependent loads, MMAs and issue slots: see utilisation and grid).
-    """
+    """Predict the time, traffic and bottleneck (bound, below) of one attention kernel."""
     hw = gpu_from_options(gpu, sets)
     workload = workload_from_options(
         batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
@@ -302,10 +298,14 @@ def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
     rw = f"{fmt_bytes(p.hbm_read_bytes)} / {fmt_bytes(p.hbm_write_bytes)}"
     table.add_row("HBM read / write", f"{rw}  (compulsory {fmt_bytes(p.compulsory_hbm_bytes)})")
     table.add_row("L2 hit rate", f"{p.l2_hit_rate:.1%}")
-    table.add_row("bound", f"[bold]{p.bound}[/bold]")
+    table.add_row("bound", f"[bold]{p.bound}[/bold]  ({BOUNDS[p.bound]})")
     table.add_row("utilisation", "  ".join(f"{k} {v:.0%}" for k, v in p.utilisation.items()))
     waves = f"{p.waves} wave" + ("" if p.waves == 1 else "s")
-    table.add_row("grid", f"{waves}, {p.ctas_per_sm} CTAs/SM (longest launch)")
+    table.add_row(
+        "grid",
+        f"{waves}, {p.ctas_per_sm} CTAs/SM (longest launch), "
+        f"{p.slot_fill:.0%} of the CTA slots held",
+    )
     table.add_row("simulation", f"{p.fidelity}: {p.sim_events:,} events in {p.sim_wall_s:.2f} s")
     console.print(table)
     note = estimated_note(p)

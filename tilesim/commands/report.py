@@ -11,13 +11,21 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError
-from .common import FIGURE_SUFFIXES, JsonOpt, check_output, console, err_console, print_json
+from .common import (
+    BOUND_HELP,
+    FIGURE_SUFFIXES,
+    JsonOpt,
+    check_output,
+    console,
+    err_console,
+    print_json,
+)
 
 FIDELITIES = ("fast", "detailed")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
+    app.command("report", epilog=BOUND_HELP)(report)
 
 
 def report(
