@@ -97,7 +97,7 @@ def simulate(
     if len(runs) < len(compiled) or not runs[-1].done.processed:
         raise TilesimError(_deadlock(runs[-1] if runs else None))
     if tl is not None:
-        tl.finish(env.now)
+        tl.finish(env.end)
         tl.sampled = _sampling(runs, steps)
     events = next(env._eid)
     return _prediction(

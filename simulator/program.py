@@ -179,6 +179,7 @@ class Node:
     streaming: bool = False  # Load: each tile read once, by one CTA (see _set_streaming)
     loads: tuple = ()  # the Load nodes directly in the body (issued by the prefetcher)
     nested: bool = False  # the body holds another loop
+    has_mma: bool = False  # Loop: an Mma directly in its body
     exposed: bool = False  # Loop: a load in its body is used in the iteration that issues it
     aliases: tuple = ()  # (role, name) defined inside, waited on from outside: alias at exit
 
@@ -537,5 +538,6 @@ class _Ctx:
                 prefetch=max(int(op.prefetch), 0),
                 loads=loads,
                 nested=nested,
+                has_mma=any(n.kind == OP_MMA for n in body),
             )
         raise TilesimError(f"{self.scope.where}: unknown op {type(op).__name__}")

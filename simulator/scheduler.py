@@ -38,11 +38,13 @@ from dataclasses import dataclass
 from functools import reduce
 from operator import add
 
-from simpy.events import Event, Timeout
+from simpy.core import NORMAL
+from simpy.events import Event
 
 from ..errors import TilesimError
 from ..traces.ir import Loop, Mma
 from ..traces.occupancy import occupancy
+from .environment import Proc, Ready, Signal
 from .memory import N_COUNTERS
 from .sm import SM, Cta, Executor
 
@@ -159,7 +161,7 @@ class LaunchRun:
         self.by_pos = None  # persistent: mean item duration per period position
         self.durations: dict = {}  # persistent: durations of the window's items
         self.running = 0
-        self.done = Event(env)
+        self.done = Event(env)  # the driver, a simpy.Process, waits on it
         self.t0 = 0.0
         self.t1 = 0.0
 
@@ -258,7 +260,7 @@ class LaunchRun:
             heapq.heapreplace(free, (count + 1, sm))
             resident[sm] = count + 1
             self.running += 1
-            self.env.process(self._cta(self.sms[sm], items))
+            Proc(self.env, self._cta(self.sms[sm], items))
 
     def _cta(self, sm: SM, items):
         env = self.env
@@ -280,9 +282,12 @@ class LaunchRun:
                 cta.label = f"{name} #{item}"
             if ex.issue_cta[0]:  # the kernel's instructions outside its MMA loop
                 busy, least = ex.issue_cta
-                yield Timeout(env, ex.issue(sm, env._now, busy, least) - env._now)
+                ev = Ready()
+                delay = ex.issue(sm, env._now, busy, least) - env._now
+                heapq.heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+                yield ev
             procs = [
-                env.process(ex.run_role(cta, r, nodes))
+                Proc(env, ex.run_role(cta, r, nodes))
                 for r, (_, nodes) in enumerate(roles)
                 if r > 0
             ]
@@ -293,12 +298,14 @@ class LaunchRun:
             if self.persistent and plan is not None and plan.head - plan.window <= item < plan.head:
                 self.durations[item] = env._now - self.starts[item]
         if cta.stores:
-            cta.drain = Event(env)
+            cta.drain = Signal(env)
             yield cta.drain
         self.ends[items[0]] = env._now  # keyed by the CTA's first item
         if self.turnaround > 0 and self._more():
             # the slot takes its next CTA only after this one retires and that one launches
-            yield Timeout(env, self.turnaround)
+            ev = Ready()
+            heapq.heappush(env._queue, (env._now + self.turnaround, NORMAL, next(env._eid), ev))
+            yield ev
         self._finished(sm.index)
 
     def _more(self) -> bool:
