@@ -31,11 +31,7 @@ from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Store, Vector, Wait
 OP_LOAD, OP_STORE, OP_MMA, OP_VECTOR, OP_WAIT, OP_ARRIVE, OP_LOOP = range(7)
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-_GLOBALS = {"__builtins__": {}, "min": min, "max": max, "cdiv": _cdiv}
+_GLOBALS = {"__builtins__": {}}  # min, max and cdiv are inlined (_Rename.visit_Call)
 
 
 class _Rename(ast.NodeTransformer):
@@ -45,10 +41,31 @@ class _Rename(ast.NodeTransformer):
         self.scope = scope
         self.depths: set[int] = set()
         self.grid: set[int] = set()
+        self.temps = 0
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        node.args = [self.visit(a) for a in node.args]
-        return node  # the function name (min / max / cdiv) stays a global
+        """``min`` / ``max`` / ``cdiv`` inlined as comparisons and floor divisions: the
+        same integers as the builtins (the first of equal values), without a call."""
+        args = [self.visit(a) for a in node.args]
+        if node.func.id == "cdiv":  # -(-a // b)
+            a, b = args
+            floor = ast.BinOp(ast.UnaryOp(ast.USub(), a), ast.FloorDiv(), b)
+            return ast.UnaryOp(ast.USub(), floor)
+        keep = ast.LtE() if node.func.id == "min" else ast.GtE()
+        best = args[0]
+        for arg in args[1:]:
+            x, y = self._temp(), self._temp()
+            test = ast.Compare(
+                ast.NamedExpr(ast.Name(x, ast.Store()), best),
+                [keep],
+                [ast.NamedExpr(ast.Name(y, ast.Store()), arg)],
+            )
+            best = ast.IfExp(test, ast.Name(x, ast.Load()), ast.Name(y, ast.Load()))
+        return best
+
+    def _temp(self) -> str:
+        self.temps += 1
+        return f"_v{self.temps}"
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         name = node.id
