@@ -83,6 +83,9 @@ class Proc(Signal):
         callbacks.append(self._resume_cb)
 
 
+DEFERRABLE = frozenset((Signal, Ready, Proc))
+
+
 class Environment(simpy.Environment):
     """`simpy.Environment` whose `run()` without ``until`` is one loop."""
 
@@ -114,7 +117,7 @@ class Environment(simpy.Environment):
     def schedule(self, event, priority=NORMAL, delay=0) -> None:
         """`simpy.Environment.schedule`; a `Signal` nobody waits for yet is deferred."""
         key = (self._now + delay, priority, next(self._eid), event)
-        if event.callbacks or getattr(event, "_key", 0) is not None:
+        if event.callbacks or event.__class__ not in DEFERRABLE:
             heappush(self._queue, key)
         else:
             event._key = key

@@ -210,12 +210,11 @@ class CompiledLaunch:
     size_grid_dims: frozenset  # grid positions that any trip count or size reads
     load_tile_grid_dims: tuple  # per Load: grid positions its tile key reads
 
-    @property
-    def num_items(self) -> int:
+    def __post_init__(self) -> None:
         n = 1
         for s in self.grid_sizes:
             n *= s
-        return n
+        self.num_items = n
 
     def coords(self, item: int) -> tuple:
         out = []
