@@ -287,9 +287,7 @@ class LaunchRun:
                 heapq.heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
                 yield ev
             procs = [
-                Proc(env, ex.run_role(cta, r, nodes))
-                for r, (_, nodes) in enumerate(roles)
-                if r > 0
+                Proc(env, ex.run_role(cta, r, nodes)) for r, (_, nodes) in enumerate(roles) if r > 0
             ]
             yield from ex.run_role(cta, 0, roles[0][1])
             for proc in procs:
