@@ -36,7 +36,8 @@ import dataclasses
 import heapq
 from dataclasses import dataclass
 from functools import reduce
-from operator import add
+from itertools import repeat
+from operator import add, truediv
 
 from simpy.core import NORMAL
 from simpy.events import Event
@@ -352,10 +353,9 @@ class LaunchRun:
             by_pos[i % g] = list(map(add, by_pos[i % g], ctrs[i]))
         per_period = _column_sums(by_pos)
         first_full = -(-head // g) * g
-        for pos in range(head % g, g) if head % g else ():
-            row = by_pos[pos]
-            for k in range(N_COUNTERS):
-                total[k] += row[k] / reps
+        if head % g:  # the rest of the head's period, position by position
+            for k, column in enumerate(zip(*by_pos[head % g :], strict=True)):
+                total[k] = reduce(add, map(truediv, column, repeat(reps)), total[k])
         periods = (tail - first_full) // g
         for k in range(N_COUNTERS):
             total[k] += per_period[k] * periods / reps
