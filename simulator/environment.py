@@ -10,8 +10,8 @@ event, so the engine's predictions do not change:
   takes its key (and its id) as if scheduled, but stays off the heap. Whoever
   asks for it later finds it already happened (its key is below the running
   one) or puts it on the heap under its own key, where it pops exactly when it
-  would have. Most of the engine's events (an async MMA's end, a prefetched
-  tile's arrival) are never waited for, and never touch the heap.
+  would have. Many of the engine's events (an async MMA's end, a prefetched
+  tile's arrival: a third of v2's) are never waited for, and never touch the heap.
 * `Proc` runs a generator as `simpy.Process` does (started by an urgent event,
   triggered when it returns), without the interrupt and failure machinery the
   engine does not use.
@@ -46,8 +46,8 @@ class Ready(Signal):
 
 
 class Proc(Signal):
-    """A process: ``generator`` yields signals (or events) and resumes when each
-    has happened; the process is a signal that happens when it returns."""
+    """A process: ``generator`` yields signals and resumes when each has happened;
+    the process is a signal that happens when it returns."""
 
     def __init__(self, env: Environment, generator) -> None:
         self.env = env
