@@ -41,8 +41,9 @@ lint: $(VENV)/.all
 profile:
 	$(PROFILE_PYTHON) -m tilesim.validate.profile --out profiles/sm90a-triton-3.6.json
 
+# BENCH_ARGS=--whatif adds fast vs detailed on what-if variants (minutes)
 bench: $(VENV)/.core
-	$(BIN)/python -m tilesim.simulator.bench
+	$(BIN)/python -m tilesim.simulator.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

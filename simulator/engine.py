@@ -18,7 +18,7 @@ from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from ..traces.files import validate
 from ..traces.ir import Trace
-from .environment import Environment
+from .environment import Environment, gc_paused
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -58,6 +58,15 @@ def simulate(
     timeline_bin_s: float = DEFAULT_BIN_S,
 ) -> Prediction:
     """Predict how long ``trace`` runs on ``gpu`` (see the package docstring)."""
+    with gc_paused():  # until the run's structures are freed (environment.py)
+        return _simulate(
+            trace, gpu, fidelity, timeline, timeline_sms, timeline_window_s, timeline_bin_s
+        )
+
+
+def _simulate(
+    trace, gpu, fidelity, timeline, timeline_sms, timeline_window_s, timeline_bin_s
+) -> Prediction:
     wall = time.perf_counter()
     steps = StepTables(fidelity)  # checks the fidelity name
     analytic = validate(trace, gpu)
@@ -97,12 +106,30 @@ def simulate(
     if len(runs) < len(compiled) or not runs[-1].done.processed:
         raise TilesimError(_deadlock(runs[-1] if runs else None))
     if tl is not None:
-        tl.finish(env.now)
+        tl.finish(env.end)
         tl.sampled = _sampling(runs, steps)
     events = next(env._eid)
-    return _prediction(
+    pred = _prediction(
         trace, gpu, fidelity, runs, overhead, analytic, events, time.perf_counter() - wall, tl
     )
+    _release(runs, compiled)
+    return pred
+
+
+def _release(runs, compiled) -> None:
+    """Break the run's reference cycles, so that its caches are freed as it returns
+    rather than walked by the garbage collector first."""
+    for run in runs:
+        run.executor.resident = None  # a closure over the run
+    for c in compiled:
+        for _, nodes in c.roles:
+            _ungroup(nodes)
+
+
+def _ungroup(nodes) -> None:
+    for node in nodes:
+        node.group = ()  # a Load / Store node is the first of its own group
+        _ungroup(node.body)
 
 
 def _check_duration(trace: Trace, gpu: GPU, analytic) -> None:

@@ -31,11 +31,7 @@ from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Store, Vector, Wait
 OP_LOAD, OP_STORE, OP_MMA, OP_VECTOR, OP_WAIT, OP_ARRIVE, OP_LOOP = range(7)
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-_GLOBALS = {"__builtins__": {}, "min": min, "max": max, "cdiv": _cdiv}
+_GLOBALS = {"__builtins__": {}}  # min, max and cdiv are inlined (_Rename.visit_Call)
 
 
 class _Rename(ast.NodeTransformer):
@@ -45,10 +41,31 @@ class _Rename(ast.NodeTransformer):
         self.scope = scope
         self.depths: set[int] = set()
         self.grid: set[int] = set()
+        self.temps = 0
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        node.args = [self.visit(a) for a in node.args]
-        return node  # the function name (min / max / cdiv) stays a global
+        """``min`` / ``max`` / ``cdiv`` inlined as comparisons and floor divisions: the
+        same integers as the builtins (the first of equal values), without a call."""
+        args = [self.visit(a) for a in node.args]
+        if node.func.id == "cdiv":  # -(-a // b)
+            a, b = args
+            floor = ast.BinOp(ast.UnaryOp(ast.USub(), a), ast.FloorDiv(), b)
+            return ast.UnaryOp(ast.USub(), floor)
+        keep = ast.LtE() if node.func.id == "min" else ast.GtE()
+        best = args[0]
+        for arg in args[1:]:
+            x, y = self._temp(), self._temp()
+            test = ast.Compare(
+                ast.NamedExpr(ast.Name(x, ast.Store()), best),
+                [keep],
+                [ast.NamedExpr(ast.Name(y, ast.Store()), arg)],
+            )
+            best = ast.IfExp(test, ast.Name(x, ast.Load()), ast.Name(y, ast.Load()))
+        return best
+
+    def _temp(self) -> str:
+        self.temps += 1
+        return f"_v{self.temps}"
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         name = node.id
@@ -179,6 +196,7 @@ class Node:
     streaming: bool = False  # Load: each tile read once, by one CTA (see _set_streaming)
     loads: tuple = ()  # the Load nodes directly in the body (issued by the prefetcher)
     nested: bool = False  # the body holds another loop
+    has_mma: bool = False  # Loop: an Mma directly in its body
     exposed: bool = False  # Loop: a load in its body is used in the iteration that issues it
     aliases: tuple = ()  # (role, name) defined inside, waited on from outside: alias at exit
 
@@ -192,12 +210,11 @@ class CompiledLaunch:
     size_grid_dims: frozenset  # grid positions that any trip count or size reads
     load_tile_grid_dims: tuple  # per Load: grid positions its tile key reads
 
-    @property
-    def num_items(self) -> int:
+    def __post_init__(self) -> None:
         n = 1
         for s in self.grid_sizes:
             n *= s
-        return n
+        self.num_items = n
 
     def coords(self, item: int) -> tuple:
         out = []
@@ -537,5 +554,6 @@ class _Ctx:
                 prefetch=max(int(op.prefetch), 0),
                 loads=loads,
                 nested=nested,
+                has_mma=any(n.kind == OP_MMA for n in body),
             )
         raise TilesimError(f"{self.scope.where}: unknown op {type(op).__name__}")

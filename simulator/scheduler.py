@@ -36,13 +36,16 @@ import dataclasses
 import heapq
 from dataclasses import dataclass
 from functools import reduce
-from operator import add
+from itertools import repeat
+from operator import add, truediv
 
-from simpy.events import Event, Timeout
+from simpy.core import NORMAL
+from simpy.events import Event
 
 from ..errors import TilesimError
 from ..traces.ir import Loop, Mma
 from ..traces.occupancy import occupancy
+from .environment import Proc, Ready, Signal
 from .memory import N_COUNTERS
 from .sm import SM, Cta, Executor
 
@@ -162,7 +165,7 @@ class LaunchRun:
         self.running = 0
         self.held = 0.0  # slot-cycles: the integral of `running` over time
         self.held_since = 0.0
-        self.done = Event(env)
+        self.done = Event(env)  # the driver, a simpy.Process, waits on it
         self.t0 = 0.0
         self.t1 = 0.0
 
@@ -262,7 +265,7 @@ class LaunchRun:
             resident[sm] = count + 1
             self._hold()
             self.running += 1
-            self.env.process(self._cta(self.sms[sm], items))
+            Proc(self.env, self._cta(self.sms[sm], items))
 
     def _cta(self, sm: SM, items):
         env = self.env
@@ -284,11 +287,12 @@ class LaunchRun:
                 cta.label = f"{name} #{item}"
             if ex.issue_cta[0]:  # the kernel's instructions outside its MMA loop
                 busy, least = ex.issue_cta
-                yield Timeout(env, ex.issue(sm, env._now, busy, least) - env._now)
+                ev = Ready()
+                delay = ex.issue(sm, env._now, busy, least) - env._now
+                heapq.heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+                yield ev
             procs = [
-                env.process(ex.run_role(cta, r, nodes))
-                for r, (_, nodes) in enumerate(roles)
-                if r > 0
+                Proc(env, ex.run_role(cta, r, nodes)) for r, (_, nodes) in enumerate(roles) if r > 0
             ]
             yield from ex.run_role(cta, 0, roles[0][1])
             for proc in procs:
@@ -297,12 +301,14 @@ class LaunchRun:
             if self.persistent and plan is not None and plan.head - plan.window <= item < plan.head:
                 self.durations[item] = env._now - self.starts[item]
         if cta.stores:
-            cta.drain = Event(env)
+            cta.drain = Signal(env)
             yield cta.drain
         self.ends[items[0]] = env._now  # keyed by the CTA's first item
         if self.turnaround > 0 and self._more():
             # the slot takes its next CTA only after this one retires and that one launches
-            yield Timeout(env, self.turnaround)
+            ev = Ready()
+            heapq.heappush(env._queue, (env._now + self.turnaround, NORMAL, next(env._eid), ev))
+            yield ev
         self._finished(sm.index)
 
     def _more(self) -> bool:
@@ -372,10 +378,9 @@ class LaunchRun:
             by_pos[i % g] = list(map(add, by_pos[i % g], ctrs[i]))
         per_period = _column_sums(by_pos)
         first_full = -(-head // g) * g
-        for pos in range(head % g, g) if head % g else ():
-            row = by_pos[pos]
-            for k in range(N_COUNTERS):
-                total[k] += row[k] / reps
+        if head % g:  # the rest of the head's period, position by position
+            for k, column in enumerate(zip(*by_pos[head % g :], strict=True)):
+                total[k] = reduce(add, map(truediv, column, repeat(reps)), total[k])
         periods = (tail - first_full) // g
         for k in range(N_COUNTERS):
             total[k] += per_period[k] * periods / reps

@@ -56,8 +56,8 @@ from heapq import heappush
 
 from simpy.core import NORMAL
 from simpy.events import PENDING as _PENDING
-from simpy.events import Event
 
+from .environment import Ready, Signal
 from .memory import (
     C_EXP,
     C_FLOPS,
@@ -105,17 +105,6 @@ class Done:
 
 
 DONE = Done()
-
-
-class Ready(Event):
-    """An event already triggered (value None), to be scheduled at a time: a timeout
-    without `simpy.Timeout`'s checks (the hot path)."""
-
-    _ok = True
-    _value = None
-
-    def __init__(self) -> None:
-        self.callbacks = []
 
 
 class Cta:
@@ -222,6 +211,7 @@ class Executor:
         self._gsel: dict = {}  # id of a loop or load group -> grid positions it reads
         self._rows: dict = {}  # _work_rows cache
         self._loads: dict = {}  # _load_steps cache
+        self._groups: dict = {}  # id of a load group -> (its first use, its ids)
         self.resident = lambda: 1  # CTAs on the GPU now; set by the scheduler
 
     # -- events --------------------------------------------------------------------
@@ -230,7 +220,7 @@ class Executor:
         reg = cta.reg
         ev = reg.get(key)
         if ev is None:
-            ev = Event(self.env)
+            ev = Signal(self.env)
             reg[key] = ev
         return ev
 
@@ -270,7 +260,7 @@ class Executor:
         key = (dep.role, dep.name, path)
         ev = cta.reg.get(key)
         if ev is None:
-            ev = Event(self.env)
+            ev = Signal(self.env)
             cta.reg[key] = ev
         return ev
 
@@ -306,7 +296,7 @@ class Executor:
             base = st.path[d]
             p = loop.prefetch
             nxt = 0
-            has_mma = any(n.kind == OP_MMA for n in nodes)
+            has_mma = loop.has_mma
             spills = self.spill_covers if has_mma else ()
             issue, floor = self.issue_step[st.role] if has_mma else (0.0, 0.0)
             rows = self._work_rows(loop, G, L, d, table)
@@ -328,7 +318,7 @@ class Executor:
                 d, a, cnt = 0, 0, 1
             ptup = st.path[depth]
             steps = _ONCE
-            rows = (_work_row(nodes, G, L, d, a, cnt),)
+            rows = (self._block_row(nodes, G, L, d, a, cnt),)
         for sigma in steps:
             if loop is not None:
                 a = starts[sigma]
@@ -352,8 +342,8 @@ class Executor:
                             key = (dep.role, dep.name, st.path[dep.shared])
                             ev = reg.get(key)
                             if ev is None:
-                                ev = reg[key] = Event(env)
-                        if ev.callbacks is not None:
+                                ev = reg[key] = Signal(env)
+                        if ev.callbacks is not None and (ev._key is None or env.pending(ev)):
                             st.waiting = dep.name
                             yield ev
                     if kind == OP_WAIT:
@@ -420,7 +410,7 @@ class Executor:
                                 else:
                                     ev._ok = True
                                     ev._value = None
-                                heappush(queue, (now + (end - now), NORMAL, next(eid), ev))
+                                env.schedule(ev, NORMAL, end - now)
                             else:
                                 self._mark(cta, key)
                         continue
@@ -502,10 +492,9 @@ class Executor:
         trip = lerp(mem.l2_lerp, mem.l2srv.busy_at(now))
         wait = sum(trip - c for c in covers if c < trip) * steps
         if wait > 0:
-            ev = Event(self.env)
-            ev._ok = True
-            ev._value = None
-            self.env.schedule(ev, NORMAL, wait)
+            ev = Ready()
+            env = self.env
+            heappush(env._queue, (env._now + wait, NORMAL, next(env._eid), ev))
             yield ev
 
     def _loop(self, cta: Cta, st: RoleState, node, depth: int):
@@ -601,6 +590,18 @@ class Executor:
         st.L[depth] = a
         self._issue_loads(cta, st, node.loads, path, depth, a, cnt, node.prefetch)
         st.L[depth] = keep
+
+    def _block_row(self, nodes, G, L, d: int, a: int, cnt: int) -> list:
+        """`_work_row` of a block run once, computed once per distinct (grid coordinates
+        its sums read, outer loop values, step)."""
+        gsel = self._gsel.get(id(nodes))
+        if gsel is None:
+            gsel = self._gsel[id(nodes)] = _work_gsel(nodes)
+        key = (id(nodes), tuple([G[i] for i in gsel]), tuple(L[:d]), a, cnt)
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = _work_row(nodes, G, L, d, a, cnt)
+        return row
 
     def _work_rows(self, loop, G, L, d: int, table) -> list:
         """`_work_row` of each step of ``loop`` (the body's sums), computed once per
@@ -700,10 +701,13 @@ class Executor:
         iterations (prefetch, or a ring buffer's gating wait) plus the iterations
         until their first use (see `Memory.load` and steps.py).
         """
-        lead = ahead + min([m.use for m in group])
+        facts = self._groups.get(id(group))
+        if facts is None:
+            facts = self._groups[id(group)] = (min([m.use for m in group]), [m.id for m in group])
+        lead = ahead + facts[0]
         reg = cta.reg
         role = st.role
-        keys = [(role, node.id, path) for node in group]
+        keys = [(role, i, path) for i in facts[1]]
         ev = None
         for k in keys:
             old = reg.get(k)
@@ -714,7 +718,7 @@ class Executor:
             else:
                 _chain(ev, old)
         if ev is None:
-            ev = Event(self.env)
+            ev = Signal(self.env)
         for k in keys:
             if k not in reg:
                 reg[k] = ev
@@ -774,7 +778,7 @@ class Executor:
                 items.extend(self._tiles(node, G, L, d, a, cnt))
             for dep in node.deps:
                 ev = self._dep_event(cta, st, dep)
-                if ev is not None and ev.callbacks is not None:
+                if ev is not None and ev.callbacks is not None and self.env.pending(ev):
                     pending.append(ev)
         cta.stores += 1
         args = (cta.sm, items, extra, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
@@ -859,7 +863,7 @@ def _chain(src, dst) -> None:
         if dst._value is _PENDING:
             dst.succeed()
 
-    if src.callbacks is None:
+    if src.callbacks is None or not src.env.pending(src):
         fire()
     else:
         src.callbacks.append(fire)

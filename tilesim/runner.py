@@ -5,7 +5,9 @@ kernel config and the fidelity) and returns one `Outcome` per job, in job
 order, whatever order the workers finish in — so a sweep's output does not
 depend on the runner. The parent process builds every trace (cheap: a trace is
 a template) and so learns each job's cache key before any simulation; only the
-simulations travel to the workers, and each distinct key is simulated once.
+simulations travel to the workers, and each distinct key is simulated once,
+the longest first (`work_estimate`), so that no worker is left with a long one
+at the end while the others idle.
 
 The cache is a folder of small JSON files, one per prediction, named by
 ``sha256`` of the canonical JSON of (GPU fields, trace, fidelity, model
@@ -48,8 +50,9 @@ from .errors import TilesimError
 from .hwmodels.gpu import GPU
 from .simulator import Prediction, simulate
 from .traces import build
+from .traces.expr import evaluate
 from .traces.files import to_dict as trace_to_dict
-from .traces.ir import Trace
+from .traces.ir import Loop, Trace
 from .traces.workload import KernelConfig, Workload
 
 DEFAULT_CACHE_DIR = ".tilesim-cache"
@@ -184,6 +187,33 @@ def plausible_prediction(d: dict) -> bool:
 
 
 # -- the work a worker does -----------------------------------------------------------
+
+
+def work_estimate(trace: Trace, fidelity: str = "fast") -> int:
+    """A rough figure of what simulating ``trace`` costs: each launch's CTAs times the
+    steps of their roles (loops cut as ``fidelity`` cuts them, trip counts at the
+    first grid coordinates). Only for ordering work, longest first."""
+    from .simulator.steps import StepTables
+
+    tables = StepTables(fidelity)
+
+    def steps(ops, env: dict) -> int:
+        n = 0
+        for op in ops:
+            if isinstance(op, Loop):
+                trips = max(evaluate(op.trips, env), 0)
+                nested = any(isinstance(x, Loop) for x in op.body)
+                inner = {**env, op.var: 0}
+                n += len(tables.table(trips, nested)) * (1 + steps(op.body, inner))
+            else:
+                n += 1
+        return n
+
+    total = 0
+    for launch in trace.launches:
+        env = {**trace.params, **{name: 0 for name, _ in launch.grid}}
+        total += launch.num_ctas * sum(steps(role.ops, env) for role in launch.program.roles)
+    return total
 
 
 def simulate_payload(payload: tuple) -> dict:
@@ -356,6 +386,9 @@ def run_jobs(
                     continue
             pending[key] = (job.gpu, trace, job.fidelity)
             waiting[key] = [i]
+        if len(pending) > 1:  # the longest first (ties in job order)
+            cost = {k: work_estimate(p[1], p[2]) for k, p in pending.items()}
+            pending = dict(sorted(pending.items(), key=lambda kv: -cost[kv[0]]))
 
         if pending:
             for key, result in _results(pending, workers, scheduler):

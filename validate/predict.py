@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 from ..errors import TilesimError
@@ -78,24 +78,48 @@ def _run(job: Job, fidelity: str) -> dict:
 def predict_many(
     jobs: Sequence[Job], fidelity: str = "fast", workers: int = 1, progress=None
 ) -> list[dict]:
-    """Predict every job; ``workers`` > 1 uses that many spawned processes.
+    """Predict every job (equal jobs once); ``workers`` > 1 uses that many spawned
+    processes, the longest jobs first (`tilesim.runner.work_estimate`). Results come
+    back in job order.
 
-    ``progress(done, total)``, if given, is called after each prediction (in job order).
+    ``progress(done, total)``, if given, is called after each prediction.
     """
-    out: list[dict] = []
-    if workers <= 1 or len(jobs) <= 1:
-        results = (_run(job, fidelity) for job in jobs)
-        return _collect(results, len(jobs), out, progress)
-    with pool(workers) as ex:
-        return _collect(ex.map(_run, jobs, [fidelity] * len(jobs)), len(jobs), out, progress)
+    unique = list(dict.fromkeys(jobs))
+    done: dict[Job, dict] = {}
 
-
-def _collect(results, total: int, out: list, progress) -> list[dict]:
-    for result in results:
-        out.append(result)
+    def tick() -> None:
         if progress is not None:
-            progress(len(out), total)
-    return out
+            progress(len(done), len(unique))
+
+    if workers <= 1 or len(unique) <= 1:
+        for job in unique:
+            done[job] = _run(job, fidelity)
+            tick()
+    else:
+        cost = {job: _estimate(job, fidelity) for job in unique}
+        with pool(workers) as ex:
+            futures = {
+                ex.submit(_run, job, fidelity): job
+                for job in sorted(unique, key=lambda j: -cost[j])
+            }
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                tick()
+    return [done[job] for job in jobs]
+
+
+def _estimate(job: Job, fidelity: str) -> int:
+    """`work_estimate` of the job's trace (0 when it cannot be built: it fails fast)."""
+    from ..runner import work_estimate
+    from ..traces import build
+
+    try:
+        gpu = _gpu(job.preset)
+        if job.clock_hz:
+            gpu = gpu.at_clock(job.clock_hz)
+        return work_estimate(build(job.algo, job.workload, gpu, job.config), fidelity)
+    except TilesimError:
+        return 0
 
 
 def pool(workers: int) -> ProcessPoolExecutor:
