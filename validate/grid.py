@@ -170,6 +170,7 @@ def _forward_points(gpu, algos, seqlens, head_dims, causal, spot_checks, tokens,
 @dataclass(frozen=True)
 class BenchShape:
     workload: Workload
+    impls: tuple[str, ...] | None = None  # the implementations it is for (None: every one)
 
     @property
     def label(self) -> str:
