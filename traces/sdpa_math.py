@@ -42,11 +42,6 @@ from .ir import CtaProgram, Launch, Load, Loop, Role, Store, TensorSpec, Trace, 
 from .workload import Workload
 
 THREADS = 128  # PyTorch's elementwise kernels: num_threads() = 4 warps
-VECTORIZED = 1024  # elements per CTA of vectorized_elementwise_kernel (8 per thread)
-VECTORIZED_BYTES = 2048  # ... when every operand is 1 byte (16 per thread)
-UNROLLED = 512  # unrolled_elementwise_kernel (4 per thread)
-STRIDED = 256  # elementwise_kernel<128, 2>
-TRIU = 1024  # triu_tril_kernel<..., 8>
 INDEX_BYTES = (1 << 31) - 1  # TensorIterator splits an operand larger than this
 ELEMENTWISE_REGS = 32  # the profiled elementwise kernels: 16-32 registers per thread
 
@@ -153,13 +148,13 @@ def build(workload: Workload, gpu: GPU) -> Trace:
     scores = bh * nq * nk
     launches: list[Launch] = []
 
-    def stream(name, n, per_cta, reads, writes, fp32=1, threads=THREADS):
-        launches.extend(_stream(name, n, per_cta, reads, writes, fp32, threads))
+    def stream(name, n, kernel, reads, writes, fp32=1):
+        launches.extend(_stream(name, n, kernel, reads, writes, fp32))
 
     # -- fp16/bf16 -> fp32 copies, then q * sqrt(scale) ----------------------------
     for x in ("Q", "K", "V"):
         rows = nq if x == "Q" else nk
-        stream(f"to_fp32_{x.lower()}", bh * rows * d, UNROLLED, [(x, e)], [(f"{x}32", f32)])
+        stream(f"to_fp32_{x.lower()}", bh * rows * d, CAST_COPY, [(x, e)], [(f"{x}32", f32)])
     stream("scale_q", bh * nq * d, VECTORIZED, [("Q32", f32)], [("Qs", f32)])
     if w.causal:
         # -- the mask: ones((N_q, N_kv), bool).tril(), then where(mask, 0, -inf) --------
@@ -167,20 +162,20 @@ def build(workload: Workload, gpu: GPU) -> Trace:
         stream("mask_ones", mask, VECTORIZED_BYTES, [], [("Mb", 1)], fp32=0)
         stream("mask_tril", mask, TRIU, [("Mb", 1)], [("Mt", 1)])
         for i in range(2):
-            stream(f"mask_scalar{i}", 1, 1, [], [("C", f32)], fp32=0)
+            stream(f"mask_scalar{i}", 1, SCALAR, [], [("C", f32)], fp32=0)
         stream("mask_where", mask, STRIDED, [("Mt", 1)], [("M", f32)])
     stream("scale_k", bh * nk * d, VECTORIZED, [("K32", f32)], [("Ks", f32)])
     # -- S = (Q s) (K s)^T: cuBLAS SGEMM, batched over B*H ----------------------------
     launches.append(_sgemm("qk", "Qs", "Ks", "S", nq, nk, d, bh, gpu))
     if w.causal:
         # S += mask, the (N_q, N_kv) mask broadcast over every head
-        per_head = -(-nq * nk // STRIDED)
+        per_head = -(-nq * nk // (STRIDED.per_thread * THREADS))
         stream("add_mask", scores, STRIDED, [("S", f32), ("M", f32, per_head)], [("S", f32)])
     # -- _safe_softmax: softmax, isneginf, all over the row, where ---------------------
     launches.append(_softmax(bh * nq, nk))
     stream("isneginf", scores, VECTORIZED, [("S", f32)], [("NI", 1)])
     launches.append(_row_all(bh * nq, nk))
-    stream("zero_scalar", 1, 1, [], [("C", f32)], fp32=0)
+    stream("zero_scalar", 1, SCALAR, [], [("C", f32)], fp32=0)
     stream("where", scores, STRIDED, [("P", f32)], [("P2", f32)])
     stream("attn_to_input", scores, VECTORIZED, [("P2", f32)], [("Ph", e)])
     # -- O = P V, converted back ---------------------------------------------------------
@@ -223,30 +218,73 @@ def build(workload: Workload, gpu: GPU) -> Trace:
     )
 
 
-def _stream(name, n, per_cta, reads, writes, fp32, threads) -> list[Launch]:
-    """An elementwise kernel over ``n`` elements, ``per_cta`` a CTA: each CTA loads its
-    elements of every operand in ``reads`` ((tensor, bytes per element[, tiles per
-    broadcast period])), computes, and stores them to every tensor of ``writes``."""
+class Kernel(NamedTuple):
+    """How an ATen elementwise kernel walks its elements: ``per_thread`` each, in
+    ``steps`` groups one after another (a group's loads wait for the previous group),
+    each group stored before the next (``store_each``) or all stored at the end."""
+
+    per_thread: int
+    steps: int
+    store_each: bool
+
+
+# vectorized_elementwise_kernel: every load of a thread in flight at once
+VECTORIZED = Kernel(8, 1, False)
+VECTORIZED_BYTES = Kernel(16, 1, False)  # every operand 1 byte
+# unrolled_elementwise_kernel (a copy that casts): each element's load feeds its
+# cast in the same branch of the dtype switch (fetch_and_cast), so loads go one by one
+CAST_COPY = Kernel(4, 4, False)
+# elementwise_kernel<128, 2> (an operand broadcast, legacy loop): element i is loaded,
+# computed and stored before element i + 128 (the output may alias an input)
+STRIDED = Kernel(2, 2, True)
+TRIU = Kernel(8, 8, True)  # triu_tril_kernel<..., 8>: the same per-element loop
+SCALAR = Kernel(1, 1, False)  # a fill of a 0-dim tensor: one thread's work
+
+
+def _stream(name, n, kernel, reads, writes, fp32) -> list[Launch]:
+    """An elementwise kernel of 128-thread CTAs over ``n`` elements: each CTA loads its
+    elements of every tensor in ``reads`` ((tensor, bytes per element[, tiles per
+    broadcast period])), computes and stores them to every tensor of ``writes``."""
     widest = max(b for _, b, *_ in reads + writes)
     parts = index_parts(n, widest)
     part_n = -(-n // parts)
+    per_cta = kernel.per_thread * THREADS if n > 1 else 1
+    group = per_cta // kernel.steps
     out = []
     for p in range(parts):
         count = min(part_n, n - p * part_n)
-        elems = f"min({per_cta}, {count} - {per_cta}*c)"
-        ops = []
+        first = p * -(-part_n // per_cta)  # this part's first CTA in the whole tensor
+        if kernel.steps == 1:
+            elems, tile = f"min({per_cta}, {count} - {per_cta}*c)", ("c", p)
+        else:
+            elems = f"max(0, min({group}, {count} - {per_cta}*c - {group}*j))"
+            tile = ("c", "j", p)
+        loads = []
         for i, (tensor, nbytes, *period) in enumerate(reads):
-            tile = (f"(c + {p * -(-part_n // per_cta)}) % {period[0]}",) if period else ("c", p)
-            ops.append(Load(f"x{i}", tensor, tile, f"{elems}*{nbytes}"))
-        ops.append(Vector(fp32=f"{elems}*{fp32}" if fp32 else 0, deps=tuple(o.id for o in ops)))
-        ops += [Store(tensor, ("c", p), f"{elems}*{nbytes}") for tensor, nbytes in writes]
+            at = (f"(c + {first}) % {period[0]}", *tile[1:-1]) if period else tile
+            loads.append(Load(f"x{i}", tensor, at, f"{elems}*{nbytes}"))
+        body = [
+            *loads,
+            Vector(fp32=f"{elems}*{fp32}" if fp32 else 0, deps=tuple(x.id for x in loads)),
+        ]
+        stores = [Store(tensor, tile, f"{elems}*{nbytes}") for tensor, nbytes in writes]
+        if kernel.steps == 1:
+            ops = (*body, *stores)
+        elif kernel.store_each:
+            ops = (Loop("j", kernel.steps, (*body, *stores)),)
+        else:
+            whole = f"min({per_cta}, {count} - {per_cta}*c)"
+            ops = (
+                Loop("j", kernel.steps, tuple(body)),
+                *(Store(t, ("c", p), f"{whole}*{b}") for t, b in writes),
+            )
         out.append(
             Launch(
                 name=name if parts == 1 else f"{name}_{p}",
                 grid=(("c", -(-count // per_cta)),),
-                program=CtaProgram((Role("main", tuple(ops), max(1, threads // 32)),)),
+                program=CtaProgram((Role("main", ops, THREADS // 32),)),
                 smem_bytes=0,
-                threads=threads,
+                threads=THREADS,
                 regs_per_thread=ELEMENTWISE_REGS,
                 estimated="an ATen elementwise kernel: no kernel profile covers it",
             )

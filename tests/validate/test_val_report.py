@@ -78,7 +78,7 @@ def files(tmp_path_factory):
 
     bench = schema.new_results("bench", META)
     w = SHAPES["b"]
-    flash = predict_point("h200", "v2", w, grid.sdpa_flash_config(w))["time_s"]
+    flash = predict_point("h200", "sdpa-flash", w, None)["time_s"]
     bench["measurements"] += [
         schema.kernel_record(
             None, w, None, "ok", time_s=flash / (1 + FLASH_ERROR), impl="sdpa-flash"
@@ -138,11 +138,12 @@ def test_fastest_algorithm_share(rep, files):
     assert rep.summary()["fastest"] == {"agree": agree, "shapes": 2, "share": agree / 2}
 
 
-def test_sdpa_flash_predicted_as_fa2_schedule(rep):
+def test_sdpa_flash_predicted_by_its_schedule(rep):
     ext = rep.summary()["external"]
     assert list(ext) == ["sdpa-flash"]  # cudnn has no schedule; tilesim-v2 rows are not external
     assert ext["sdpa-flash"]["n"] == 1
     assert ext["sdpa-flash"]["signed_mean_pct"] == pytest.approx(100 * FLASH_ERROR)
+    assert list(rep.summary()["external_by_set"]) == ["grid"]
 
 
 def test_spearman_is_perfect_when_errors_keep_the_order(files):
@@ -341,6 +342,14 @@ def test_cli_report_writes_json_png_markdown(files, tmp_path):
         assert (tmp_path / name).stat().st_size > 0
 
 
+def test_a_bench_file_alone_reports_its_external_kernels(files):
+    alone = report.build_report([files["bench"]], preset="h200")
+    assert alone.points == [] and [p.algo for p in alone.external] == ["sdpa-flash"]
+    s = alone.summary()
+    assert s["overall"]["n"] == 1 and list(s["by_algo"]) == ["sdpa-flash"]
+    assert s["overall"]["signed_mean_pct"] == pytest.approx(100 * FLASH_ERROR)
+
+
 def test_cli_report_table(files):
     r = run_tilesim("report", files["validate"], "--gpu-preset", "h200")
     assert r.returncode == 0, r.stderr
@@ -353,7 +362,7 @@ def test_cli_report_table(files):
         (["report", "/nonexistent/x.json"], "no such file"),
         (["report", "FILE", "--gpu-preset", "h999"], "unknown GPU"),
         (["report", "FILE", "--fidelity", "slow"], "unknown fidelity"),
-        (["report", "BENCH"], "no validate results"),
+        (["report", "BENCH", "--timing", "graph"], "no successful measurement"),
         (["report", "FILE", "--png", "/nonexistent/dir/x.png"], "does not exist"),
         (["bench"], "needs a CUDA GPU"),
         (["calibrate"], "needs a CUDA GPU"),
