@@ -10,7 +10,7 @@ grid (Q blocks of 64, splits, B*H), each CTA walking its share of the K/V blocks
 (256 rows at d = 64, 128 at d = 128) and writing a float32 partial O and its
 log-sum-exp, then ``flash_fwd_splitkv_combine_kernel`` merging the splits
 (flash_fwd_launch_template.h). The torch profiler on the H200 shows both paths
-(experiments/2026-12-02-sdpa-kernels/).
+(experiments/2026-12-01-sdpa-kernels/).
 """
 
 from __future__ import annotations

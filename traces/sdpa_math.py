@@ -11,7 +11,7 @@ value, which SDPA drops). The two matmuls are cuBLAS SGEMMs (TF32 is off by
 default: FFMA on the FP32 pipe, ``sm80_xmma_gemm_f32f32_..._ffma`` kernels).
 
 One launch per kernel the torch profiler recorded on the H200
-(``experiments/2026-12-02-sdpa-kernels/``), in its order, each with the grid
+(``experiments/2026-12-01-sdpa-kernels/``), in its order, each with the grid
 and block of PyTorch's launch code:
 
 * elementwise kernels of 128 threads: ``vectorized_elementwise_kernel`` takes
@@ -81,7 +81,7 @@ GEMM_TILES = (
 )
 # The square 8192^3 SGEMM (cuBLAS's 256x128x8 kernel, 8 warps, 8 x 16 per thread), timed
 # on its own on the H200: 51.3 TFLOPS at 1980 MHz, 0.804 of the FMA rate `tilesim
-# calibrate` measured (122 lane-ops per clock per SM); experiments/2026-12-02-sdpa-kernels
+# calibrate` measured (122 lane-ops per clock per SM); experiments/2026-12-01-sdpa-kernels
 SGEMM_FMA_SHARE = 0.804
 SGEMM_REFERENCE = GemmTile(256, 128, 256, 254, 0, 8, 16)
 
