@@ -254,11 +254,12 @@ def _stream(name, n, kernel, reads, writes, fp32) -> list[Launch]:
     for p in range(parts):
         count = min(part_n, n - p * part_n)
         first = p * -(-part_n // per_cta)  # this part's first CTA in the whole tensor
+        # every CTA moves a whole share (the last one's partial share counted whole): sizes
+        # that do not vary over the grid let fast fidelity sample its waves
         if kernel.steps == 1:
-            elems, tile = f"min({per_cta}, {count} - {per_cta}*c)", ("c", p)
+            elems, tile = min(per_cta, count), ("c", p)
         else:
-            elems = f"max(0, min({group}, {count} - {per_cta}*c - {group}*j))"
-            tile = ("c", "j", p)
+            elems, tile = min(group, count), ("c", "j", p)
         loads = []
         for i, (tensor, nbytes, *period) in enumerate(reads):
             at = (f"(c + {first}) % {period[0]}", *tile[1:-1]) if period else tile
@@ -273,7 +274,7 @@ def _stream(name, n, kernel, reads, writes, fp32) -> list[Launch]:
         elif kernel.store_each:
             ops = (Loop("j", kernel.steps, (*body, *stores)),)
         else:
-            whole = f"min({per_cta}, {count} - {per_cta}*c)"
+            whole = min(per_cta, count)
             ops = (
                 Loop("j", kernel.steps, tuple(body)),
                 *(Store(t, ("c", p), f"{whole}*{b}") for t, b in writes),
@@ -298,7 +299,7 @@ def _softmax(rows: int, n: int) -> Launch:
     if n <= WARP_SOFTMAX_MAX:
         width = 1 << max(0, n - 1).bit_length()  # the warp kernel's compiled row length
         per_cta = 8 if width <= 128 else 4  # 4 warps, WARP_BATCH rows each
-        r = f"min({per_cta}, {rows} - {per_cta}*c)"
+        r = min(per_cta, rows)  # the last CTA's rows counted whole, as in _stream
         ops = (
             Load("s", "S", ("c",), f"{r}*{n}*{f32}"),
             Vector(exp=f"{r}*{width}", fp32=f"{r}*{width}*{SOFTMAX_FP32_PER_SCORE}", deps=("s",)),
@@ -328,7 +329,7 @@ def _softmax(rows: int, n: int) -> Launch:
 
 def _row_all(rows: int, n: int) -> Launch:
     """``all(isneginf(S), -1)``: each CTA reduces ``REDUCE_ROWS`` rows of ``n`` bools."""
-    r = f"min({REDUCE_ROWS}, {rows} - {REDUCE_ROWS}*c)"
+    r = min(REDUCE_ROWS, rows)
     step = REDUCE_STEP_BYTES
     loop = Loop(
         "j",
@@ -357,8 +358,10 @@ def _row_launch(name, ctas, ops, threads, smem, grid_name="c") -> Launch:
 def _sgemm(name, a, b, c, m, n, k, batch, gpu, b_rows_major=False) -> Launch:
     """C[bh] = A[bh] B[bh] (m x n, k deep) in float32 FFMA, tiled as cuBLAS's kernel."""
     t = gemm_tile(m, n, batch, gpu)
-    rows = f"min({t.block_m}, {m} - {t.block_m}*mt)"
-    cols = f"min({t.block_n}, {n} - {t.block_n}*nt)"
+    # a size that does not vary over the grid where the tiles divide it (fast fidelity
+    # then samples the heads' waves)
+    rows = t.block_m if m % t.block_m == 0 else f"min({t.block_m}, {m} - {t.block_m}*mt)"
+    cols = t.block_n if n % t.block_n == 0 else f"min({t.block_n}, {n} - {t.block_n}*nt)"
     depth = f"min({GEMM_BK}, {k} - {GEMM_BK}*j)"
     b_tile = ("bh", "j", "nt") if b_rows_major else ("bh", "nt", "j")
     share = fma_share(t)

@@ -16,7 +16,7 @@ from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
-from tilesim.validate import grid, merge, report, schema, summary
+from tilesim.validate import merge, report, schema, summary
 from tilesim.validate.predict import predict_point
 
 META = {"device": {"name": "NVIDIA H200", "sm_count": 132}, "date": "2026-11-30"}
@@ -369,6 +369,8 @@ def test_cli_report_table(files):
         (["validate", "--quick"], "needs a CUDA GPU"),
         (["bench", "--seqlens", "1k"], "--seqlens takes comma-separated integers"),
         (["bench", "--impls", "v9"], "unknown implementation"),
+        (["bench", "--grid", "random", "--impls", "v2"], "tilesim validate --grid random"),
+        (["bench", "--grid", "random", "--pass", "bwd"], "draws forward shapes"),
         (["validate", "--algos", "v9"], "unknown algorithm"),
         (["calibrate", "--only", "disk"], "unknown calibration step"),
         (["calibrate", "--from-results", "BENCH"], "not a calibrate results file"),
