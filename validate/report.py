@@ -280,7 +280,7 @@ def _label(p: Point) -> str:
 
 
 def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
-    """Every validate file (each set and run) and the newest bench file."""
+    """Every validate and bench file (each set and run)."""
     validate, bench = [], []
     for path in sorted(results_dir.glob("*.json")):
         kind = _kind(path)
@@ -288,7 +288,7 @@ def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
             validate.append(path)
         elif kind == "bench":
             bench.append(path)
-    return validate + bench[-1:]
+    return validate + bench
 
 
 def _kind(path: Path) -> str | None:

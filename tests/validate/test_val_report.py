@@ -203,7 +203,7 @@ def test_baseline_round_trip(rep, tmp_path):
     assert report.load_baseline(tmp_path / "none.json") is None
 
 
-def test_default_paths_are_every_validate_file_and_the_newest_bench(tmp_path):
+def test_default_paths_are_every_validate_and_bench_file(tmp_path):
     for name, kind in (
         ("2026-01-01-h200.json", "validate"),
         ("2026-02-01-h200-random3.json", "validate"),
@@ -216,6 +216,7 @@ def test_default_paths_are_every_validate_file_and_the_newest_bench(tmp_path):
     assert [p.name for p in report.default_paths(tmp_path)] == [
         "2026-01-01-h200.json",
         "2026-02-01-h200-random3.json",
+        "2026-01-15-h200-bench.json",
         "2026-01-16-h200-bench.json",
     ]
 
