@@ -41,7 +41,7 @@ def interpolate(curve, x: float) -> float:
 # Ampere-style warp-level mma.sync that also runs (slower) on Hopper.
 MMA_PATHS = ("wgmma", "mma_sync")
 # Element types the tensor cores take, and their sizes.
-DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4, "bool": 1}
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from . import (
     compiled,
@@ -31,6 +32,8 @@ from . import (
     flash_v2,
     flash_v2_bwd,
     flash_v3,
+    sdpa_flash,
+    sdpa_math,
     standard,
     standard_bwd,
 )
@@ -63,6 +66,19 @@ def __getattr__(name: str):
 ALGORITHMS = {"standard": standard, "v1": flash_v1, "v2": flash_v2, "v3": flash_v3}
 # v3's backward is not modelled yet (check_algo says so)
 BACKWARD = {"standard": standard_bwd, "v1": flash_v1_bwd, "v2": flash_v2_bwd}
+# Kernels others wrote, each its own schedule of the forward: PyTorch SDPA's backends
+EXTERNAL = {"sdpa-flash": sdpa_flash, "sdpa-math": sdpa_math}
+
+
+def build_external(name: str, workload: Workload, gpu: GPU, profile=compiled.DEFAULT) -> Trace:
+    """The trace of the external kernel ``name`` (a key of ``EXTERNAL``) on ``workload``."""
+    if name not in EXTERNAL:
+        raise TilesimError(f"unknown external kernel {name!r} (choose from {', '.join(EXTERNAL)})")
+    if workload.pass_ != "fwd" or workload.dtype not in ("fp16", "bf16"):
+        raise TilesimError(f"{name}: tilesim has its forward schedule for fp16 and bf16 only")
+    if name == "sdpa-flash":
+        return sdpa_flash.build(workload, gpu, profile)
+    return sdpa_math.build(workload, gpu)
 
 
 def build(

@@ -86,7 +86,7 @@ def _single_role(w: Workload, c: KernelConfig) -> Role:
     """All warps in one role: GEMM, softmax, GEMM in order (Ampere's mma.sync path)."""
     r = rows("m")
     loops = [
-        _kv_loop(var, trips, block, w, c, masked=m, suffix=sfx)
+        kv_loop(var, trips, block, w, c, masked=m, suffix=sfx)
         for var, trips, block, m, sfx in _loops(w, c)
     ]
     return Role(
@@ -183,7 +183,7 @@ def warpgroup_role(w: Workload, c: KernelConfig, i: int, wgs: int, loops, tma: b
     )
 
 
-def _kv_loop(
+def kv_loop(
     var: str,
     trips: str,
     block: str,

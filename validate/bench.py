@@ -35,6 +35,10 @@ from ..traces.workload import ALGOS
 from . import metadata, schema, timing
 from .grid import SDPA_BACKENDS, BenchShape
 
+GRAPH_TIMING = (
+    "forward points: median of CUDA-graph replays of the call's launches, L2 flushed before "
+    "each: the GPU's time without the host's launch cost"
+)
 RUN_LIMIT_S = 45.0  # one implementation on one shape not done by then: taken for a hang
 # FlashAttention-4 compiles its CuTe-DSL kernels on first use, in the timed process
 FA4_RUN_LIMIT_S = 150.0
@@ -75,6 +79,8 @@ def run_bench(
     rep_ms: float = 30,
     time_budget_s: float | None = None,
     log: Callable[[str], None] = print,
+    meta_extra: dict | None = None,
+    graph: bool = True,
 ) -> dict:
     import torch
 
@@ -97,8 +103,11 @@ def run_bench(
                 "l2_flushed": True,
             },
             "tolerance": timing.TOLERANCE,
+            **(meta_extra or {}),
         }
     )
+    if graph:
+        meta["timing"]["time_graph_s"] = GRAPH_TIMING
     doc = schema.new_results("bench", meta)
     rows = doc["measurements"]
     t_start = time.perf_counter()
@@ -129,6 +138,8 @@ def run_bench(
             q, k, v, scales = timing.make_inputs(w, seed=1000 + i)
             do = timing.make_grad_output(w, seed=1000 + i) if w.pass_ == "bwd" else None
             for impl in impls:
+                if shape.impls is not None and impl not in shape.impls:
+                    continue
                 if over:
                     rows.append(_row(impl, w, None, "skipped", note="time budget spent"))
                     continue
@@ -138,7 +149,9 @@ def run_bench(
                         impl, w, q, k, v, do, preset, warmup_ms, rep_ms, torch, sampler
                     )
                 else:
-                    row = _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler)
+                    row = _one(
+                        impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler, graph
+                    )
                 timing.release()
                 watchdog.disarm()
                 rows.append(row)
@@ -160,7 +173,7 @@ def _row(impl, w, config, status, **kw) -> dict:
     return schema.kernel_record(algo, w, config, status, impl=impl, **kw)
 
 
-def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) -> dict:
+def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler, graph) -> dict:
     config = out = None
     check = None  # what the output check runs, where not ``run`` itself
     try:
@@ -188,7 +201,14 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler) ->
                 return _row(impl, w, config, "wrong", rel_error=err, note=f"rel. error {err:.3g}")
             t0 = time.perf_counter()
             t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
-        extra = {"time_medians_s": medians, "clock_sm_MHz": timing.clock_during(sampler, t0)}
+            clock = timing.clock_during(sampler, t0)
+            replay = None
+            if graph:
+                timing.release()  # the eager run's cached blocks, for the graph's own pool
+                replay = timing.bench_graph_s(run, warmup_ms, rep_ms)
+        extra = {"time_medians_s": medians, "clock_sm_MHz": clock}
+        if replay is not None:
+            extra["time_graph_s"] = replay
         if impl == "tilesim-standard":
             extra["parts"] = _standard_parts(q, k, v, w.causal, config, warmup_ms, rep_ms)
         if impl.startswith("tilesim-"):

@@ -170,6 +170,7 @@ def _forward_points(gpu, algos, seqlens, head_dims, causal, spot_checks, tokens,
 @dataclass(frozen=True)
 class BenchShape:
     workload: Workload
+    impls: tuple[str, ...] | None = None  # the implementations it is for (None: every one)
 
     @property
     def label(self) -> str:
@@ -209,5 +210,10 @@ def sdpa_flash_config(workload: Workload) -> KernelConfig | None:
     return named.make(workload, None)
 
 
-# External kernels whose schedule tilesim can predict: bench impl -> (algo, config fn).
-EXTERNAL_SCHEDULES = {"sdpa-flash": ("v2", sdpa_flash_config)}
+def _sdpa_forward(workload: Workload) -> bool:
+    return workload.pass_ == "fwd" and workload.dtype in ("fp16", "bf16")
+
+
+# External kernels whose schedule tilesim predicts (traces.EXTERNAL): bench impl -> whether
+# that schedule describes the kernel's run on a workload
+EXTERNAL_SCHEDULES = {"sdpa-flash": _sdpa_forward, "sdpa-math": _sdpa_forward}

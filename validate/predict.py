@@ -25,9 +25,9 @@ class Job:
     """One prediction to make: a preset and a measured point's algo, workload, config."""
 
     preset: str
-    algo: str
+    algo: str  # an algorithm, or an external kernel (traces.EXTERNAL)
     workload: Workload
-    config: KernelConfig
+    config: KernelConfig | None  # None: an external kernel's own
     clock_hz: float | None = None  # SM clock to predict at (the one read while it was timed)
 
 
@@ -49,13 +49,16 @@ def predict_point(
     say). ``clock_hz``: predict with the SMs at this clock (`GPU.at_clock`) instead of
     the preset's."""
     from ..simulator import simulate
-    from ..traces import build
+    from ..traces import EXTERNAL, build, build_external
 
     try:
         gpu = _gpu(preset)
         if clock_hz:
             gpu = gpu.at_clock(clock_hz)
-        trace = build(algo, workload, gpu, config)
+        if algo in EXTERNAL:
+            trace = build_external(algo, workload, gpu)
+        else:
+            trace = build(algo, workload, gpu, config)
         pred = simulate(trace, gpu, fidelity=fidelity)
     except TilesimError as exc:
         return {"error": str(exc)}
@@ -63,6 +66,7 @@ def predict_point(
         "time_s": float(pred.time_s),
         "gpu": gpu.name,
         "launches": {launch.name: float(launch.time_s) for launch in pred.launches},
+        "estimated_launches": [x["launch"] for x in pred.estimated_launches],
     }
     for key in ("bound", "tflops", "l2_hit_rate", "hbm_read_bytes", "hbm_write_bytes"):
         value = getattr(pred, key, None)

@@ -131,7 +131,8 @@ class Report:
 
     # -- figures --------------------------------------------------------------------
     def summary(self) -> dict:
-        pts = self.predicted()
+        # the headline figures are tilesim's kernels', or the external kernels' alone
+        pts = self.predicted() or self.predicted(self.external)
         if not pts:
             raise TilesimError("no point could be predicted: nothing to report")
         out = {
@@ -175,12 +176,18 @@ class Report:
         )
         worst = pts[out["overall"]["max_abs_index"]]
         out["overall"]["max_abs_point"] = _label(worst)
-        ext = {}
+        ext, ext_sets = {}, {}
         for impl in sorted({p.algo for p in self.external}):
             ok = self.predicted([p for p in self.external if p.algo == impl])
             if ok:
                 ext[impl] = _summ(ok)
+                for name, sel in _sets(ok).items():
+                    ext_sets.setdefault(name, {})[impl] = {
+                        **_summ(sel),
+                        "spread": spread_summary(sel),
+                    }
         out["external"] = ext
+        out["external_by_set"] = ext_sets
         return out
 
     def ratio_summary(self) -> dict:
@@ -273,7 +280,7 @@ def _label(p: Point) -> str:
 
 
 def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
-    """Every validate file (each set and run) and the newest bench file that timed an
+    """Every validate file (each set and run) and every bench file that timed an
     external kernel the model predicts (``EXTERNAL_SCHEDULES``)."""
     validate, bench = [], []
     for path in sorted(results_dir.glob("*.json")):
@@ -282,7 +289,7 @@ def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
             validate.append(path)
         elif kind == "bench" and _times_external(path):
             bench.append(path)
-    return validate + bench[-1:]
+    return validate + bench
 
 
 def _times_external(path: Path) -> bool:
@@ -329,7 +336,7 @@ def best_preset(docs: Sequence[tuple[str, dict]]) -> str:
 
 
 def set_name(doc: dict) -> str:
-    """The validation set a validate file measured: "grid" or "random (seed S)"."""
+    """The validation set a validate or bench file measured: "grid" or "random (seed S)"."""
     meta = doc["metadata"]
     if meta.get("grid") == "random":
         return f"random (seed {meta.get('seed')})"
@@ -349,8 +356,12 @@ def collect_points(
     its runs', predicted once at their mean SM clock.
     """
     own, ext = _collect(docs, TIMINGS[timing])
+    return _merge(own), _merge(ext)
+
+
+def _merge(points: Sequence[Point]) -> list[Point]:
     merged: dict[tuple, Point] = {}
-    for p in own:
+    for p in points:
         key = (p.set_name, p.algo, p.workload, p.config)
         first = merged.setdefault(key, p)
         if first is not p:
@@ -361,7 +372,7 @@ def collect_points(
         p.measured_s = sum(p.runs.values()) / len(p.runs)
         clocks = [c for c in p.run_clocks.values() if c]
         p.clock_MHz = sum(clocks) / len(clocks) if clocks else None
-    return list(merged.values()), ext
+    return list(merged.values())
 
 
 def _mean_parts(a: Point, b: Point) -> dict:
@@ -401,12 +412,24 @@ def _collect(docs: Sequence[tuple[str, dict]], field_: str) -> tuple[list[Point]
             elif (
                 doc["kind"] == "bench"
                 and row.get("impl") in EXTERNAL_SCHEDULES
-                and w.pass_ == "fwd"  # the external schedules describe forward kernels
+                and EXTERNAL_SCHEDULES[row["impl"]](w)
+                and row.get(field_)  # graph timing: older bench files have none
             ):
-                algo, config_fn = EXTERNAL_SCHEDULES[row["impl"]]
-                cfg = config_fn(w)
-                if cfg is not None:
-                    ext.append(Point(name, row["impl"], algo, w, cfg, row["time_s"]))
+                impl = row["impl"]
+                ext.append(
+                    Point(
+                        name,
+                        impl,
+                        impl,
+                        w,
+                        None,
+                        row[field_],
+                        clock_MHz=row.get("clock_sm_MHz"),
+                        set_name=set_name(doc),
+                        runs={name: row[field_]},
+                        run_clocks={name: row.get("clock_sm_MHz")},
+                    )
+                )
     return own, ext
 
 
@@ -449,10 +472,10 @@ def build_report(
     skipped = [f"{p.name} (kind {kinds[p]!r})" for p in paths if kinds[p] not in MEASURED]
     paths = [p for p in paths if kinds[p] in MEASURED]
     docs = [(p.name, schema.load_results(p)) for p in paths]
-    if not any(doc["kind"] == "validate" for _, doc in docs):
+    if not docs:
         raise TilesimError(
-            "no validate results among the files given (bench and calibrate files "
-            "alone hold no measurement of tilesim's kernels)"
+            "no validate or bench results among the files given (calibrate files hold no "
+            "kernel measurement)"
         )
     preset = preset or best_preset(docs)
     load_gpu(preset)  # an unknown preset is one clear error now, not one per point
@@ -467,9 +490,9 @@ def build_report(
     if passes is not None:
         own = [p for p in own if p.pass_ in passes]
         ext = [p for p in ext if p.pass_ in passes]
-    if not own:
+    if not own and not ext:
         raise TilesimError(
-            "the validate files hold no successful measurement"
+            "the files hold no successful measurement of a kernel tilesim has a schedule for"
             + (" with a CUDA-graph time" if timing == "graph" else "")
         )
     points = own + ext
@@ -638,13 +661,15 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
                 f"{f['agree']} of {f['shapes']} shapes ({100 * f['share']:.0f}%)",
             )
         )
-    for impl, s in summary["external"].items():
-        rows.append(
-            (
-                f"{impl} (external)",
-                f"MAPE {s['mape_pct']:.1f}%, signed {s['signed_mean_pct']:+.1f}%, n={s['n']}",
+    for name, by_impl in (summary.get("external_by_set") or {}).items():
+        for impl, s in by_impl.items():
+            rows.append(
+                (
+                    f"{impl} (external), {name}",
+                    f"MAPE {s['mape_pct']:.1f}%, signed {s['signed_mean_pct']:+.1f}%, "
+                    f"max {s['max_abs_pct']:+.1f}%, n={s['n']}",
+                )
             )
-        )
     return rows
 
 

@@ -414,5 +414,9 @@ def standard_backward_scratch_bytes(w: Workload) -> int:
 
 
 def math_scratch_bytes(w: Workload) -> int:
-    """PyTorch's math backend: scores, their softmax and a float32 copy, about 4 n x n."""
-    return 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * 2
+    """PyTorch's math backend at its peak: the float32 scores and their softmax, the
+    -inf mask and more (9.5-12.5 bytes per score in the torch profiler's memory
+    statistics on the H200, experiments/2026-12-01-sdpa-kernels), and float32 copies
+    of Q, K, V and O."""
+    bh = w.batch * w.heads
+    return bh * w.seqlen_q * (10 * w.seqlen_kv + 16 * w.head_dim)

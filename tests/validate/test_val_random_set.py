@@ -61,3 +61,38 @@ def test_an_ampere_gpu_draws_no_v3():
 def test_bad_seed_or_count_is_one_line(seed, count):
     with pytest.raises(TilesimError, match="--seed|--points"):
         random_set.random_points(H200, seed, count)
+
+
+def test_external_shapes_alternate_kernels_and_repeat_by_seed():
+    shapes = random_set.external_shapes(H200, seed=41, count=40)
+    again = random_set.external_shapes(H200, seed=41, count=40)
+    assert [(s.impls, s.workload) for s in again] == [(s.impls, s.workload) for s in shapes]
+    other = random_set.external_shapes(H200, seed=42, count=40)
+    assert {s.workload for s in other} != {s.workload for s in shapes}
+    assert [s.impls for s in shapes] == [("sdpa-flash",), ("sdpa-math",)] * 20
+    only = random_set.external_shapes(H200, seed=41, count=5, impls=("sdpa-math",))
+    assert all(s.impls == ("sdpa-math",) for s in only)
+
+
+def test_external_shapes_are_drawn_as_the_random_set_and_fit_their_bounds():
+    from tilesim.traces import build_external
+    from tilesim.validate.timing import math_scratch_bytes
+
+    shapes = random_set.external_shapes(H200, seed=7, count=120)
+    ws = [s.workload for s in shapes]
+    assert all(w.pass_ == "fwd" and w.dtype in ("fp16", "bf16") for w in ws)
+    assert all(1 <= w.batch <= 64 and 1 <= w.heads <= 64 for w in ws)
+    assert {w.head_dim for w in ws} == {64, 128} and {w.causal for w in ws} == {False, True}
+    ns = [w.seqlen_q for w in ws]
+    assert min(ns) >= random_set.MIN_SEQLEN and max(ns) <= random_set.MAX_SEQLEN
+    for s in shapes:
+        assert random_set._external_affordable(s.impls[0], s.workload, H200)
+        if s.impls == ("sdpa-math",):
+            assert math_scratch_bytes(s.workload) <= random_set.MAX_SCRATCH_BYTES
+        # every draw has its schedule: FA2's tiles or its split-KV pair, or the math launches
+        assert build_external(s.impls[0], s.workload, H200).launches
+
+
+def test_external_shapes_refuse_a_kernel_without_a_schedule():
+    with pytest.raises(TilesimError, match="no random set for 'sdpa-cudnn'"):
+        random_set.external_shapes(H200, seed=1, count=2, impls=("sdpa-cudnn",))

@@ -16,7 +16,7 @@ from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
-from tilesim.validate import grid, merge, report, schema, summary
+from tilesim.validate import merge, report, schema, summary
 from tilesim.validate.predict import predict_point
 
 META = {"device": {"name": "NVIDIA H200", "sm_count": 132}, "date": "2026-11-30"}
@@ -78,7 +78,7 @@ def files(tmp_path_factory):
 
     bench = schema.new_results("bench", META)
     w = SHAPES["b"]
-    flash = predict_point("h200", "v2", w, grid.sdpa_flash_config(w))["time_s"]
+    flash = predict_point("h200", "sdpa-flash", w, None)["time_s"]
     bench["measurements"] += [
         schema.kernel_record(
             None, w, None, "ok", time_s=flash / (1 + FLASH_ERROR), impl="sdpa-flash"
@@ -138,11 +138,12 @@ def test_fastest_algorithm_share(rep, files):
     assert rep.summary()["fastest"] == {"agree": agree, "shapes": 2, "share": agree / 2}
 
 
-def test_sdpa_flash_predicted_as_fa2_schedule(rep):
+def test_sdpa_flash_predicted_by_its_schedule(rep):
     ext = rep.summary()["external"]
     assert list(ext) == ["sdpa-flash"]  # cudnn has no schedule; tilesim-v2 rows are not external
     assert ext["sdpa-flash"]["n"] == 1
     assert ext["sdpa-flash"]["signed_mean_pct"] == pytest.approx(100 * FLASH_ERROR)
+    assert list(rep.summary()["external_by_set"]) == ["grid"]
 
 
 def test_spearman_is_perfect_when_errors_keep_the_order(files):
@@ -202,15 +203,15 @@ def test_baseline_round_trip(rep, tmp_path):
     assert report.load_baseline(tmp_path / "none.json") is None
 
 
-def test_default_paths_are_every_validate_file_and_the_newest_bench(tmp_path):
-    """The newest bench file that timed an external kernel the model predicts (one of
+def test_default_paths_are_every_validate_file_and_the_bench_files_with_externals(tmp_path):
+    """Bench files that timed an external kernel the model predicts (one of
     FlashAttention-4 and the API path only has nothing to predict)."""
     w = Workload(1, 16, 1024, 1024, 128)
     for name, kind, impls in (
         ("2026-01-01-h200.json", "validate", ()),
         ("2026-02-01-h200-random3.json", "validate", ()),
         ("2026-01-15-h200-bench.json", "bench", ("sdpa-flash",)),
-        ("2026-01-16-h200-bench.json", "bench", ("sdpa-flash", "sdpa-cudnn")),
+        ("2026-01-16-h200-bench.json", "bench", ("sdpa-math", "sdpa-cudnn")),
         ("2026-01-17-h200-bench-fa4.json", "bench", ("tilesim-v3", "fa4")),
         ("2026-03-01-h200-calibrate.json", "calibrate", ()),
     ):
@@ -223,6 +224,7 @@ def test_default_paths_are_every_validate_file_and_the_newest_bench(tmp_path):
     assert [p.name for p in report.default_paths(tmp_path)] == [
         "2026-01-01-h200.json",
         "2026-02-01-h200-random3.json",
+        "2026-01-15-h200-bench.json",
         "2026-01-16-h200-bench.json",
     ]
 
@@ -349,6 +351,14 @@ def test_cli_report_writes_json_png_markdown(files, tmp_path):
         assert (tmp_path / name).stat().st_size > 0
 
 
+def test_a_bench_file_alone_reports_its_external_kernels(files):
+    alone = report.build_report([files["bench"]], preset="h200")
+    assert alone.points == [] and [p.algo for p in alone.external] == ["sdpa-flash"]
+    s = alone.summary()
+    assert s["overall"]["n"] == 1 and list(s["by_algo"]) == ["sdpa-flash"]
+    assert s["overall"]["signed_mean_pct"] == pytest.approx(100 * FLASH_ERROR)
+
+
 def test_cli_report_table(files):
     r = run_tilesim("report", files["validate"], "--gpu-preset", "h200")
     assert r.returncode == 0, r.stderr
@@ -361,13 +371,15 @@ def test_cli_report_table(files):
         (["report", "/nonexistent/x.json"], "no such file"),
         (["report", "FILE", "--gpu-preset", "h999"], "unknown GPU"),
         (["report", "FILE", "--fidelity", "slow"], "unknown fidelity"),
-        (["report", "BENCH"], "no validate results"),
+        (["report", "BENCH", "--timing", "graph"], "no successful measurement"),
         (["report", "FILE", "--png", "/nonexistent/dir/x.png"], "does not exist"),
         (["bench"], "needs a CUDA GPU"),
         (["calibrate"], "needs a CUDA GPU"),
         (["validate", "--quick"], "needs a CUDA GPU"),
         (["bench", "--seqlens", "1k"], "--seqlens takes comma-separated integers"),
         (["bench", "--impls", "v9"], "unknown implementation"),
+        (["bench", "--grid", "random", "--impls", "v2"], "tilesim validate --grid random"),
+        (["bench", "--grid", "random", "--pass", "bwd"], "draws forward shapes"),
         (["validate", "--algos", "v9"], "unknown algorithm"),
         (["calibrate", "--only", "disk"], "unknown calibration step"),
         (["calibrate", "--from-results", "BENCH"], "not a calibrate results file"),

@@ -362,6 +362,19 @@ def bench(
     warmup_ms: WarmupOpt = 10,
     rep_ms: RepOpt = 30,
     time_budget_s: BudgetOpt = None,
+    grid_name: Annotated[
+        str,
+        typer.Option(
+            "--grid",
+            help="grid (16k tokens per batch, H·d = 2048) or random: forward shapes drawn by "
+            "--seed as `validate --grid random` draws them, for the external kernels with a "
+            "schedule (sdpa-flash, sdpa-math), one after the other.",
+        ),
+    ] = "grid",
+    seed: Annotated[int, typer.Option("--seed", help="--grid random: the draw's seed.")] = 0,
+    count: Annotated[
+        int, typer.Option("--points", help="--grid random: how many shapes to draw.")
+    ] = 60,
     json_out: JsonOpt = False,
 ) -> None:
     """Time tilesim's kernels and PyTorch SDPA's backends on the same shapes (TFLOPS table)."""
@@ -373,13 +386,38 @@ def bench(
     ds = parse_ints(head_dims, "--head-dims", (128, 64))
     masks = parse_mask(mask)
     which = parse_bench_pass(pass_)
-    chosen = b.parse_impls(impls, which)
     if dtype not in ("fp16", "bf16"):
         raise TilesimError(f"--dtype must be fp16 or bf16 for bench, got {dtype!r}")
-    shapes = grid.bench_shapes(ns, ds, masks, dtype, pass_=which)
+    if grid_name not in ("grid", "random"):
+        raise TilesimError(f"--grid must be grid or random, got {grid_name!r}")
+    meta_extra = {"grid": grid_name}
+    if grid_name == "random":
+        from ..validate.random_set import EXTERNAL_KINDS
+
+        if which != "fwd":
+            raise TilesimError("--grid random draws forward shapes: leave --pass at fwd")
+        chosen = tuple(i for i in b.parse_impls(impls or ",".join(EXTERNAL_KINDS)))
+        if any(i not in EXTERNAL_KINDS for i in chosen):
+            raise TilesimError(
+                f"--grid random times the external kernels with a schedule "
+                f"({', '.join(EXTERNAL_KINDS)}); tilesim's own: `tilesim validate --grid random`"
+            )
+        meta_extra.update(seed=seed, points_drawn=count)
+    else:
+        chosen = b.parse_impls(impls, which)
+        shapes = grid.bench_shapes(ns, ds, masks, dtype, pass_=which)
     _check_out(out)
     require_cuda("bench")
-    path = out or _default_out("-bench")
+    if grid_name == "random":
+        import torch
+
+        from ..hwmodels import load_gpu
+        from ..validate.calibrate import base_preset_for
+        from ..validate.random_set import external_shapes
+
+        gpu = load_gpu(base_preset_for(torch.cuda.get_device_name(0)))
+        shapes = external_shapes(gpu, seed, count, chosen)
+    path = out or _default_out(f"-bench-random{seed}" if grid_name == "random" else "-bench")
     doc = b.run_bench(
         shapes,
         path,
@@ -388,6 +426,7 @@ def bench(
         rep_ms=rep_ms,
         time_budget_s=time_budget_s,
         log=log,
+        meta_extra=meta_extra,
     )
     if json_out:
         print_json(doc)

@@ -33,7 +33,7 @@ def report(
         list[Path] | None,
         typer.Argument(
             help="Results files (validate and bench JSON; others are passed over with a note) "
-            "[default: every validate file in validate/results/ and the newest bench file].",
+            "[default: every validate and bench file in validate/results/].",
             show_default=False,
         ),
     ] = None,
