@@ -15,7 +15,7 @@ import torch
 import triton
 
 from ..errors import TilesimError
-from ..traces.config import check_fits, default_config
+from ..traces.config import check_fits, check_serving, default_config
 from ..traces.workload import HEAD_DIMS, KernelConfig, Workload
 
 LOG2E = 1.4426950408889634  # 1 / ln 2: the kernels compute exp(x) as exp2(x * LOG2E)
@@ -35,7 +35,8 @@ def interpreting() -> bool:
 
 
 def check_inputs(q, k, v, algo: str) -> str:
-    """Validate q [B, H, Nq, d] and k, v [B, H, Nk, d]; return the dtype name. One-line errors."""
+    """Validate q [B, H, Nq, d] and k, v [B, H_kv, Nk, d] (H a multiple of H_kv); return the
+    dtype name. One-line errors."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TilesimError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -45,10 +46,10 @@ def check_inputs(q, k, v, algo: str) -> str:
             )
         if t.numel() == 0:
             raise TilesimError(f"{name} is empty (shape {tuple(t.shape)})")
-    if q.shape[:2] != k.shape[:2] or k.shape != v.shape:
+    if q.shape[0] != k.shape[0] or k.shape != v.shape or q.shape[1] % k.shape[1]:
         raise TilesimError(
             f"shapes disagree: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
-            "(want q [B, H, Nq, d] and k, v [B, H, Nk, d])"
+            "(want q [B, H, Nq, d] and k, v [B, H_kv, Nk, d], H a multiple of H_kv)"
         )
     if q.shape[3] != k.shape[3]:
         raise TilesimError(f"head dims disagree: q has {q.shape[3]}, k and v have {k.shape[3]}")
@@ -128,7 +129,11 @@ def resolve_config(
     ``pass_``: "fwd", or "bwd" for the backward kernels' tiles (traces.config).
     """
     batch, heads, n_q, d = q.shape
-    workload = Workload(batch, heads, n_q, k.shape[2], d, causal=causal, dtype=dtype, pass_=pass_)
+    workload = Workload(
+        batch, heads, n_q, k.shape[2], d, causal=causal, dtype=dtype, pass_=pass_,
+        kv_heads=k.shape[1],
+    )  # fmt: skip
+    check_serving(algo, workload)
     gpu = device_gpu(q.device)
     if config is None:
         config = default_config(algo, workload, gpu)

@@ -34,6 +34,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         off_bh,
         n_q,
         n_kv,
+        group,
         n_blocks,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
@@ -53,8 +54,8 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                 q_bar.index(wg),
                 q_smem.index(wg),
             )
-        kv_row0 = off_bh * n_kv
-        vt_row0 = off_bh * HEAD_DIM
+        kv_row0 = (off_bh // group) * n_kv  # the K/V head: b*H_kv + h // group
+        vt_row0 = (off_bh // group) * HEAD_DIM
         for j in range(n_blocks):
             s = j % STAGES
             # the slot's previous use ended when both consumers arrived on "empty";
@@ -88,6 +89,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         n_q,
         n_kv,
         n_bh,  # unused: the persistent body's signature, so one call dispatches to either
+        group,  # query heads per K/V head
         stride_om,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
@@ -122,12 +124,13 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         if CAUSAL:
             start_m = n_m - 1 - start_m  # longest K/V loops first
         off_bh = gl.program_id(1)
-        hi = gl.minimum((start_m + 1) * (NUM_WG * WGM), n_kv) if CAUSAL else n_kv
+        shift = n_kv - n_q  # the bottom-right diagonal: row i sees keys <= i + shift
+        hi = gl.minimum((start_m + 1) * (NUM_WG * WGM) + shift, n_kv) if CAUSAL else n_kv
         n_blocks = gl.cdiv(hi, BLOCK_N)
         # blocks starting at or past hi_full need the mask (diagonal / partial end)
         hi_full = n_kv // BLOCK_N * BLOCK_N
         if CAUSAL:
-            hi_full = gl.minimum(hi_full, (start_m * (NUM_WG * WGM)) // BLOCK_N * BLOCK_N)
+            hi_full = gl.minimum(hi_full, (start_m * (NUM_WG * WGM) + shift) // BLOCK_N * BLOCK_N)
 
         dtype: gl.constexpr = desc_q.dtype
         q_smem = gl.allocate_shared_memory(dtype, [NUM_WG, WGM, HEAD_DIM], desc_q.layout)
@@ -170,6 +173,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
             off_bh,
             n_q,
             n_kv,
+            group,
             n_blocks,
             HEAD_DIM,
             BLOCK_N,

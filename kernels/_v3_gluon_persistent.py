@@ -34,14 +34,18 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         return start_m, off_bh
 
     @gluon.jit
-    def _kv_extent(start_m, n_kv, ROWS: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-        """K/V blocks of a tile and the first key block that needs the mask."""
-        hi = gl.minimum((start_m + 1) * ROWS, n_kv) if CAUSAL else n_kv
+    def _kv_extent(
+        start_m, n_q, n_kv, ROWS: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr
+    ):
+        """K/V blocks of a tile and the first key block that needs the mask (causal: the
+        bottom-right diagonal, row i sees keys <= i + n_kv - n_q)."""
+        shift = n_kv - n_q
+        hi = gl.minimum((start_m + 1) * ROWS + shift, n_kv) if CAUSAL else n_kv
         n_blocks = gl.cdiv(hi, BLOCK_N)
         # blocks starting at or past hi_full need the mask (diagonal / partial end)
         hi_full = n_kv // BLOCK_N * BLOCK_N
         if CAUSAL:
-            hi_full = gl.minimum(hi_full, (start_m * ROWS) // BLOCK_N * BLOCK_N)
+            hi_full = gl.minimum(hi_full, (start_m * ROWS + shift) // BLOCK_N * BLOCK_N)
         return n_blocks, hi_full
 
     @gluon.jit
@@ -50,7 +54,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         desc_k,
         desc_v,
         smem,  # the ring's shared memory and barriers (``_fwd_persistent``)
-        walk,  # this CTA's tiles: (first, n_tiles, step, n_m, n_bh)
+        walk,  # this CTA's tiles: (first, n_tiles, step, n_m, n_bh, group)
         n_q,
         n_kv,
         HEAD_DIM: gl.constexpr,
@@ -71,10 +75,10 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         WGM: gl.constexpr = desc_q.block_type.shape[0]
         c0 = 0
         it = 0
-        first, n_tiles, step, n_m, n_bh = walk
+        first, n_tiles, step, n_m, n_bh, group = walk
         for t in range(first, n_tiles, step):
             start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL)
-            n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
+            n_blocks, hi_full = _kv_extent(start_m, n_q, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
             q_row0 = off_bh * n_q + start_m * (NUM_WG * WGM)
             for wg in gl.static_range(NUM_WG):
                 qb = (it % Q_BUFS) * NUM_WG + wg
@@ -87,8 +91,8 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
                     q_bar.index(qb),
                     q_smem.index(qb),
                 )
-            kv_row0 = off_bh * n_kv
-            vt_row0 = off_bh * HEAD_DIM
+            kv_row0 = (off_bh // group) * n_kv  # the K/V head: b*H_kv + h // group
+            vt_row0 = (off_bh // group) * HEAD_DIM
             for j in range(n_blocks):
                 c = c0 + j
                 s = c % STAGES
@@ -120,7 +124,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         LSE,
         qk_scale,
         out_scale,
-        walk,  # this CTA's tiles: (first, n_tiles, step, n_m, n_bh)
+        walk,  # this CTA's tiles: (first, n_tiles, step, n_m, n_bh, group)
         n_q,
         n_kv,
         stride_om,
@@ -142,12 +146,12 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         c0 = 0
         sched_phase = 0
         it = 0
-        first, n_tiles, step, n_m, n_bh = walk
+        first, n_tiles, step, n_m, n_bh, group = walk
         for t in range(first, n_tiles, step):
             start_m, off_bh = _tile(t, n_m, n_bh, CAUSAL)
             qb = (it % Q_BUFS) * NUM_WG + WG  # this tile's Q buffer and its phase
             q_phase = (it // Q_BUFS) & 1
-            n_blocks, hi_full = _kv_extent(start_m, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
+            n_blocks, hi_full = _kv_extent(start_m, n_q, n_kv, NUM_WG * WGM, BLOCK_N, CAUSAL)
             c0, sched_phase = _consumer_tile(
                 smem,
                 Out,
@@ -190,6 +194,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         n_q,
         n_kv,
         n_bh,
+        group,  # query heads per K/V head
         stride_om,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
@@ -210,7 +215,7 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         first = gl.program_id(0)
         step = gl.num_programs(0)
         n_tiles = n_m * n_bh
-        walk = (first, n_tiles, step, n_m, n_bh)  # the CTA's tiles, for both partitions
+        walk = (first, n_tiles, step, n_m, n_bh, group)  # the CTA's tiles, for both partitions
 
         dtype: gl.constexpr = desc_q.dtype
         # Q_BUFS = 2: the next tile's Q loads while this tile runs

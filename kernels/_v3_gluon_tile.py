@@ -37,7 +37,7 @@ if AVAILABLE:
         m_i,
         l_i,
         start_n,
-        rows,
+        diag,
         n_kv,
         qk_scale,
         s_layout: gl.constexpr,
@@ -52,7 +52,7 @@ if AVAILABLE:
                 cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
                 keep = gl.expand_dims(cols < n_kv, 0)
                 if CAUSAL:
-                    keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+                    keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(diag, 1))
                 s = gl.where(keep, s, -float("inf"))
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         alpha = gl.exp2(m_i - m_new)
@@ -135,6 +135,7 @@ if AVAILABLE:
 
         NUM_WG: gl.constexpr = sched.shape[0]
         rows = start_m * (NUM_WG * WGM) + WG * WGM + gl.arange(0, WGM, layout=row_s)
+        diag = rows + (n_kv - n_q)  # the last key each row sees (bottom-right causal)
         m_i = gl.full([WGM], -float("inf"), gl.float32, layout=row_s)
         l_i = gl.full([WGM], 0.0, gl.float32, layout=row_s)
         acc = gl.zeros([WGM, HEAD_DIM], gl.float32, layout=o_layout)
@@ -155,7 +156,7 @@ if AVAILABLE:
         s, q, k = warpgroup_mma_wait(0, deps=(s_tok, q, k))
         mbarrier.arrive(k_empty.index(s_idx))
         p, m_i, l_i, alpha = _softmax(
-            s, m_i, l_i, 0, rows, n_kv, qk_scale, s_layout, BLOCK_N, CAUSAL, MASK, hi_full
+            s, m_i, l_i, 0, diag, n_kv, qk_scale, s_layout, BLOCK_N, CAUSAL, MASK, hi_full
         )
 
         # -- steady state: S(j) and P(j-1) V(j-1) in flight, softmax(j) under P V --
@@ -187,7 +188,7 @@ if AVAILABLE:
                 m_i,
                 l_i,
                 j * BLOCK_N,
-                rows,
+                diag,
                 n_kv,
                 qk_scale,
                 s_layout,

@@ -6,9 +6,13 @@ chip, walks the K/V blocks with an online softmax (running row max ``m`` and
 row sum ``l``), rescales the accumulator once at the end and stores O and the
 log-sum-exp (natural log) of each row.
 
-Causal (top-left aligned, as ``torch``'s ``is_causal``): a CTA visits only the
-K/V blocks left of and on its diagonal. Blocks wholly below the diagonal run
-without a mask; the diagonal blocks (and a partial last K/V block) run with it.
+Causal (aligned bottom-right: row i sees columns j <= i + Nk - Nq): a CTA visits
+only the K/V blocks left of and on its diagonal. Blocks wholly below the diagonal
+run without a mask; the diagonal blocks (and a partial last K/V block) run with it.
+Grouped-query heads: k and v have H_kv heads and query head h reads K/V head
+h // (H / H_kv); the CTAs of one group read the same K/V tiles (L2 serves them).
+A config with ``num_splits > 1`` or ``pack_gqa`` runs the decode kernel
+(:mod:`.flash_decode`) instead.
 
 Loads: on Hopper the Q, K, V and O tiles move through host-side TMA tensor
 descriptors over the tensors flattened to [B·H·N, d]; elsewhere (Ampere, the
@@ -23,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import flash_decode
 from ._common import LN2, LOG2E, strides
 from .launch import Launch, rebase
 
@@ -46,6 +51,7 @@ def _softmax_step(
     offs_m,
     offs_n,
     n_kv,
+    shift,
     qk_scale,
     MASK: tl.constexpr,
     CAUSAL: tl.constexpr,
@@ -55,7 +61,7 @@ def _softmax_step(
         cols = start_n + offs_n
         keep = cols[None, :] < n_kv
         if CAUSAL:
-            keep = keep & (cols[None, :] <= offs_m[:, None])
+            keep = keep & (cols[None, :] <= offs_m[:, None] + shift)
         qk = qk * qk_scale + tl.where(keep, 0.0, NEG_BIG)
         m_ij = tl.maximum(m_i, tl.max(qk, 1))
         qk = qk - m_ij[:, None]
@@ -90,6 +96,7 @@ def _kv_loop(
     offs_n,
     offs_d,
     n_kv,
+    shift,
     qk_scale,
     stride_kn,
     stride_kd,
@@ -120,7 +127,7 @@ def _kv_loop(
         # -- S = Q Kᵀ --
         qk = tl.dot(q, tl.trans(k))
         acc, l_i, m_i = _softmax_step(
-            acc, l_i, m_i, qk, v, start_n, offs_m, offs_n, n_kv, qk_scale, MASK, CAUSAL
+            acc, l_i, m_i, qk, v, start_n, offs_m, offs_n, n_kv, shift, qk_scale, MASK, CAUSAL
         )
     return acc, l_i, m_i
 
@@ -138,6 +145,7 @@ def _v2_fwd(
     desc_o,  # TMA descriptors over [B*H*N, d] (USE_DESC) or None
     qk_scale,  # sm_scale / ln 2
     n_heads,
+    group,  # query heads per K/V head
     n_q,
     n_kv,
     stride_qb,
@@ -167,15 +175,16 @@ def _v2_fwd(
     off_bh = tl.program_id(1)
     off_b = off_bh // n_heads
     off_h = off_bh % n_heads
+    off_hk = off_h // group  # its K/V head
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     Q += off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
-    K += off_b.to(tl.int64) * stride_kb + off_h.to(tl.int64) * stride_kh
-    V += off_b.to(tl.int64) * stride_vb + off_h.to(tl.int64) * stride_vh
+    K += off_b.to(tl.int64) * stride_kb + off_hk.to(tl.int64) * stride_kh
+    V += off_b.to(tl.int64) * stride_vb + off_hk.to(tl.int64) * stride_vh
     Out += off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
     q_row0 = off_bh * n_q + start_m * BLOCK_M  # rows in the flattened [B*H*N, d] view
-    kv_row0 = off_bh * n_kv
+    kv_row0 = (off_bh // group) * n_kv  # b*H_kv + h // group
 
     # -- Q stays on chip for the whole K/V loop --
     if USE_DESC:
@@ -189,9 +198,10 @@ def _v2_fwd(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
 
     # K/V blocks [0, split) need no mask; [split, hi) need the causal and/or bounds mask.
+    shift = n_kv - n_q  # the bottom-right diagonal: row i sees columns <= i + shift
     if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, n_kv)
-        split = tl.minimum(start_m * BLOCK_M, n_kv)
+        hi = tl.minimum((start_m + 1) * BLOCK_M + shift, n_kv)
+        split = tl.minimum(start_m * BLOCK_M + shift + 1, n_kv)
     else:
         hi = n_kv
         split = n_kv
@@ -212,6 +222,7 @@ def _v2_fwd(
         offs_n,
         offs_d,
         n_kv,
+        shift,
         qk_scale,
         stride_kn,
         stride_kd,
@@ -238,6 +249,7 @@ def _v2_fwd(
         offs_n,
         offs_d,
         n_kv,
+        shift,
         qk_scale,
         stride_kn,
         stride_kd,
@@ -304,6 +316,7 @@ class Forward:
         self.scalars = (
             sm_scale * LOG2E,
             heads,
+            heads // k.shape[1],
             n_q,
             n_kv,
             *strides(q),
@@ -335,11 +348,28 @@ class Forward:
         self.launch(q, k, v, out, lse, *descs, *self.scalars)
 
 
+def runs_decode(config, q, k) -> bool:
+    """Whether ``config`` is the split-KV / head-packed schedule (the decode kernel)."""
+    return config.num_splits > 1 or (config.pack_gqa and q.shape[1] > k.shape[1])
+
+
+def forward_runner(q, k, v, causal, sm_scale, config, *, use_desc=None):
+    """The forward of one signature: v2's kernel, or the decode kernel for its configs;
+    either has ``run(q, k, v, out, lse)``."""
+    if runs_decode(config, q, k):
+        return flash_decode.Forward(q, k, v, causal, sm_scale, config)
+    return Forward(q, k, v, causal, sm_scale, config, use_desc=use_desc)
+
+
 def launches(q, k, v, causal, sm_scale, config, out, *, use_desc=None, lse=None):
-    """The one kernel launch of v2, as [(name, run)] (inputs already checked)."""
+    """v2's kernel launch (or the decode kernel's two), as [(name, run)] (inputs already
+    checked)."""
     batch, heads, n_q, _ = q.shape
     if lse is None:
         lse = torch.empty((batch * heads, n_q), dtype=torch.float32, device=q.device)
+    if runs_decode(config, q, k):
+        decode = flash_decode.Forward(q, k, v, causal, sm_scale, config)
+        return decode.runs(q, k, v, out, lse, *decode.buffers())
     fwd = Forward(q, k, v, causal, sm_scale, config, use_desc=use_desc)
     if fwd.copy:  # once, here: each run then launches only the kernel
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()

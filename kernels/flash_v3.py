@@ -43,7 +43,8 @@ with warp specialisation, no ping-pong and 3 stages (1.13-1.15x this Triton
 kernel's fp16 throughput on the H200); at d = 256 this Triton kernel (no warp
 specialisation, 2 stages).
 
-Causal masking is top-left aligned (row i sees columns j <= i). Tiles that run
+Causal masking is aligned bottom-right (row i sees columns j <= i + Nk - Nq).
+Grouped-query heads: query head h reads K/V head h // (H / H_kv). Tiles that run
 past the end of a head read the next head's rows, mask those columns to -inf
 and never store those rows.
 """
@@ -77,6 +78,7 @@ def _v3_tile(
     out_scale,
     n_q,
     n_kv,
+    group,
     stride_om,
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -91,13 +93,14 @@ def _v3_tile(
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     q_row0 = off_bh * n_q + start_m * BLOCK_M
-    kv_row0 = off_bh * n_kv
-    vt_row0 = off_bh * HEAD_DIM
+    kv_row0 = (off_bh // group) * n_kv  # its K/V head: b*H_kv + h // group
+    vt_row0 = (off_bh // group) * HEAD_DIM
+    shift = n_kv - n_q  # the bottom-right diagonal
     q = desc_q.load([q_row0, 0])
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    hi = tl.minimum((start_m + 1) * BLOCK_M, n_kv) if CAUSAL else n_kv
+    hi = tl.minimum((start_m + 1) * BLOCK_M + shift, n_kv) if CAUSAL else n_kv
     # One loop: Triton 3.6's Hopper warp specialisation rejects a second loop (or a
     # peeled diagonal block) after the specialised one, so with causal masking or a
     # partial last K/V block every block takes the (cheap, FP32-pipe) mask.
@@ -112,7 +115,7 @@ def _v3_tile(
         # -- consumer side: S = Q Kᵀ, online softmax, O += P V --
         qk = tl.dot(q, k.T)
         acc, l_i, m_i = _softmax_step(
-            acc, l_i, m_i, qk, v, start_n, offs_m, offs_n, n_kv, qk_scale, MASK, CAUSAL
+            acc, l_i, m_i, qk, v, start_n, offs_m, offs_n, n_kv, shift, qk_scale, MASK, CAUSAL
         )
     # -- epilogue: one rescale (and the V descale for fp8), O and log-sum-exp --
     acc = acc * (out_scale / l_i)[:, None]
@@ -147,6 +150,7 @@ def _v3_fwd(
     n_bh,
     n_q,
     n_kv,
+    group,
     stride_om,
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -179,6 +183,7 @@ def _v3_fwd(
                 out_scale,
                 n_q,
                 n_kv,
+                group,
                 stride_om,
                 HEAD_DIM,
                 BLOCK_M,
@@ -203,6 +208,7 @@ def _v3_fwd(
             out_scale,
             n_q,
             n_kv,
+            group,
             stride_om,
             HEAD_DIM,
             BLOCK_M,
@@ -374,7 +380,7 @@ class Forward:
         self.transpose = None
         if fp8:
             self.transpose = TransposeV(v.shape)
-            self.vt_shape = (batch, heads, d, self.transpose.n_pad)
+            self.vt_shape = (batch, k.shape[1], d, self.transpose.n_pad)
             vt = torch.empty(self.vt_shape, dtype=v.dtype, device=v.device)
             self.template_v = TensorDescriptor.from_tensor(
                 vt.view(-1, self.transpose.n_pad), [d, bn]
@@ -386,7 +392,10 @@ class Forward:
             grid = (min(n_m * batch * heads, sm_count(q.device)),)
         else:
             grid = (n_m, batch * heads)
-        self.scalars = (sm_scale * q_scale * k_scale * LOG2E, v_scale, batch * heads, n_q, n_kv, d)
+        self.scalars = (
+            sm_scale * q_scale * k_scale * LOG2E, v_scale, batch * heads, n_q, n_kv,
+            heads // k.shape[1], d,
+        )  # fmt: skip
         meta = dict(
             HEAD_DIM=d,
             BLOCK_M=bm,

@@ -39,7 +39,7 @@ S(0) issued before this tile's last P V (``prefetch``).
 
 Rows past the end of a head (N not a multiple of 128) are read from the next
 head (flat [B·H·N, d] descriptors) and never stored; K/V columns past the end
-are masked to -inf. Causal masking is top-left (row i sees columns j <= i); only
+are masked to -inf. Causal masking is bottom-right (row i sees columns j <= i + Nk - Nq); only
 blocks that straddle the diagonal or the end of K/V take the mask.
 
 Layout: this module is the host side (``launches``, ``check_config``, ``smem_bytes``)
@@ -90,6 +90,7 @@ if AVAILABLE:
         n_q,
         n_kv,
         n_bh,
+        group,  # query heads per K/V head
         stride_om,
         HEAD_DIM: gl.constexpr,
         BLOCK_N: gl.constexpr,
@@ -118,6 +119,7 @@ if AVAILABLE:
             n_q,
             n_kv,
             n_bh,
+            group,
             stride_om,
             HEAD_DIM,
             BLOCK_N,
@@ -234,7 +236,7 @@ class Forward:
         self.transpose = None
         if fp8:
             self.transpose = TransposeV(v.shape, permute=bool(permute_p))
-            self.vt_shape = (batch, heads, d, self.transpose.n_pad)
+            self.vt_shape = (batch, k.shape[1], d, self.transpose.n_pad)
             vt = torch.empty(self.vt_shape, dtype=v.dtype, device=v.device)
             self.template_v = _descriptor(vt.view(-1, self.transpose.n_pad), [d, bn])
         else:
@@ -258,6 +260,7 @@ class Forward:
             n_q,
             n_kv,
             batch * heads,
+            heads // k.shape[1],  # query heads per K/V head
             d,  # out's row stride: contiguous [B·H·Nq, d]
         )
         meta = dict(

@@ -91,7 +91,7 @@ class ForwardPlan:
         self.device = q.device
         self.scratch = None  # v2 and v3: a log-sum-exp buffer for the calls of ``output``
         if algo == "v2":
-            self.run = flash_v2.Forward(q, k, v, causal, sm_scale, config).run
+            self.run = flash_v2.forward_runner(q, k, v, causal, sm_scale, config).run
         elif algo == "v3":
             self.run = flash_v3.forward_runner(q, k, v, causal, sm_scale, config, **scales).run
         else:
@@ -213,11 +213,14 @@ def config_key(config) -> str:
         return ""
     if not isinstance(config, KernelConfig):
         raise TilesimError(f"config must be a KernelConfig, got {type(config).__name__}")
-    return (
+    key = (
         f"{config.block_m},{config.block_n},{config.num_warps},{config.num_stages},"
         f"{config.mma_path},{int(config.warp_specialize)},{int(config.pingpong)},"
         f"{int(config.persistent)}"
     )
+    if config.num_splits > 1 or config.pack_gqa:
+        key += f",{config.num_splits},{int(config.pack_gqa)}"
+    return key
 
 
 @functools.lru_cache(maxsize=256)
@@ -225,7 +228,9 @@ def config_of(key: str) -> KernelConfig | None:
     """The KernelConfig of a :func:`config_key` string."""
     if not key:
         return None
-    bm, bn, warps, stages, path, ws, pp, persistent = key.split(",")
+    bm, bn, warps, stages, path, ws, pp, persistent, *serving = key.split(",")
+    splits, pack = serving or ("1", "0")
     return KernelConfig(
-        int(bm), int(bn), int(warps), int(stages), path, ws == "1", pp == "1", persistent == "1"
-    )
+        int(bm), int(bn), int(warps), int(stages), path, ws == "1", pp == "1", persistent == "1",
+        num_splits=int(splits), pack_gqa=pack == "1",
+    )  # fmt: skip

@@ -1,9 +1,11 @@
 """The torch reference every kernel is checked against: softmax(Q Kᵀ · scale) V in float32.
 
-Causal masking follows PyTorch's ``scaled_dot_product_attention(is_causal=True)``:
-query row ``i`` sees key columns ``j <= i`` (the mask is aligned to the top-left
-corner when the query and key lengths differ). Every kernel in this package uses
-the same convention.
+Causal masking is aligned bottom-right, as FlashAttention >= 2.1 (and PyTorch's
+``causal_lower_right``): query row ``i`` of ``Nq`` sees key columns
+``j <= i + Nk - Nq`` — the queries are the last rows of the sequence. With
+``Nq == Nk`` it is ``is_causal``'s lower triangle. Every kernel in this package
+uses the same convention. Grouped-query heads: k and v may have fewer heads than
+q (a divisor of them); query head ``h`` reads K/V head ``h // (H / H_kv)``.
 
 The reference works one (batch, head) slice at a time so that its n x n float32
 score matrix stays a few hundred MB even at the shapes the GPU tests use.
@@ -26,9 +28,14 @@ def _scores(q: torch.Tensor, k: torch.Tensor, causal: bool, sm_scale: float) -> 
     s = (q @ k.transpose(-1, -2)) * sm_scale
     if causal:
         n_q, n_k = s.shape[-2], s.shape[-1]
-        keep = torch.ones(n_q, n_k, dtype=torch.bool, device=s.device).tril()
+        keep = torch.ones(n_q, n_k, dtype=torch.bool, device=s.device).tril(n_k - n_q)
         s = s.masked_fill(~keep, float("-inf"))
     return s
+
+
+def _kv_head(q: torch.Tensor, k: torch.Tensor, h: int) -> int:
+    """The K/V head query head ``h`` reads (grouped-query heads)."""
+    return h // (q.shape[1] // k.shape[1])
 
 
 def reference(
@@ -42,7 +49,8 @@ def reference(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
 ) -> torch.Tensor:
-    """Attention in float32 math: q [B, H, Nq, d], k and v [B, H, Nk, d] -> float32 [B, H, Nq, d].
+    """Attention in float32 math: q [B, H, Nq, d], k and v [B, H_kv, Nk, d] -> float32
+    [B, H, Nq, d].
 
     ``q_scale``/``k_scale``/``v_scale`` dequantise fp8 inputs (real value = stored
     value x scale), as :func:`tilesim.kernels.attention` does for ``algo="v3"``.
@@ -54,9 +62,10 @@ def reference(
     with _no_tf32():
         for b in range(batch):
             for h in range(heads):
+                hk = _kv_head(q, k, h)
                 qs = q[b, h].float() * q_scale
-                ks = k[b, h].float() * k_scale
-                vs = v[b, h].float() * v_scale
+                ks = k[b, hk].float() * k_scale
+                vs = v[b, hk].float() * v_scale
                 p = torch.softmax(_scores(qs, ks, causal, sm_scale), dim=-1)
                 out[b, h] = p @ vs
     return out
@@ -72,7 +81,7 @@ def reference_lse(
     with _no_tf32():
         for b in range(batch):
             for h in range(heads):
-                s = _scores(q[b, h].float(), k[b, h].float(), causal, sm_scale)
+                s = _scores(q[b, h].float(), k[b, _kv_head(q, k, h)].float(), causal, sm_scale)
                 out[b, h] = torch.logsumexp(s, dim=-1)
     return out
 

@@ -5,7 +5,7 @@
                 cdiv(Nk, block_n), B·H). Causal or not, every tile is computed,
                 as a plain ``softmax(Q @ K.T) @ V`` does.
 2. ``softmax``: one program per row of S, grid (Nq, B·H): reads the row, applies
-                the causal mask (column j > row i is masked, top-left aligned),
+                the causal mask (column j > row i + Nk - Nq is masked, bottom-right aligned),
                 writes P = softmax(row) in the input dtype, as
                 ``traces.standard.softmax_fwd_plan`` says: a row of up to
                 SOFTMAX_FWD_MAX_BLOCK scores (SOFTMAX_MAX_BLOCK when causal) is read
@@ -140,8 +140,8 @@ def _softmax_kernel(
     S += row.to(tl.int64) * stride_row
     P += row.to(tl.int64) * stride_row
     n_cols = stride_row
-    # columns this row may see: j < Nk, and j <= i when causal
-    n_valid = tl.minimum(n_kv, i + 1) if CAUSAL else n_kv
+    # columns this row may see: j < Nk, and j <= i + Nk - Nq when causal (bottom-right)
+    n_valid = tl.minimum(n_kv, i + 1 + n_kv - n_q) if CAUSAL else n_kv
     # loads stop at n_valid rounded up to 8 columns (within Nk_pad, a multiple of 16)
     n_load = tl.multiple_of(tl.minimum((n_valid + 7) // 8 * 8, n_cols), 8)
     if ONE_PASS:

@@ -56,6 +56,8 @@ class Variant:
     warp_specialize: bool = False
     pingpong: bool = False
     persistent: bool = False
+    num_splits: int = 1  # v2's decode kernel: KV splits, and heads packed per K/V head
+    pack_gqa: bool = False
     # the standard row kernels' plan (traces.standard.softmax_fwd_plan / softmax_plan);
     # 0 for every other launch
     row_block: int = 0  # register block of a row (one pass) or the chunk (two passes)
@@ -64,7 +66,13 @@ class Variant:
     row_tiers: int = 0  # causal one-pass forward rows: compiled widths (the backward: 0)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field; the decode kernel's only when set (older files stay as they were)."""
+        d = dataclasses.asdict(self)
+        if d["num_splits"] == 1:
+            del d["num_splits"]
+        if not d["pack_gqa"]:
+            del d["pack_gqa"]
+        return d
 
 
 @dataclass(frozen=True)

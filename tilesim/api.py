@@ -16,7 +16,7 @@ from .errors import TilesimError
 from .hwmodels import GPU, load_gpu
 from .simulator import Prediction, simulate
 from .traces import build, default_config, named_config
-from .traces.workload import KernelConfig, Workload
+from .traces.workload import KernelConfig, Workload, default_seqlen_kv
 
 
 def predict(
@@ -35,6 +35,10 @@ def predict(
     seqlen_kv: int | None = None,
     timeline: bool = False,
     pass_: str = "fwd",
+    kv_heads: int | None = None,
+    seqlens_kv: tuple[int, ...] | None = None,
+    page_size: int = 0,
+    page_table: tuple[tuple[int, ...], ...] | None = None,
 ) -> Prediction:
     """Predict ``algo`` on the workload on ``gpu``.
 
@@ -42,8 +46,11 @@ def predict(
     changes of the GPU's fields (``{"hbm_bandwidth_Bps": "2x"}``). ``config``: a
     `KernelConfig`, a named schedule (``"fa3"``, ``"fa2"``: `traces.NAMED_CONFIGS`), or a
     dict of fields to change in the algorithm's default (``{"block_n": 128}``).
-    ``seqlen_kv`` defaults to ``seqlen``. ``pass_``: "fwd", "bwd" or "fwd_bwd" (each
-    pass with its own default config).
+    ``seqlen_kv`` defaults to ``seqlen`` (the longest of ``seqlens_kv`` when those are
+    given). ``pass_``: "fwd", "bwd" or "fwd_bwd" (each pass with its own default config).
+    Serving shapes: ``kv_heads`` (grouped-query heads, default ``heads``), ``seqlens_kv``
+    (one KV length per sequence), ``page_size`` and ``page_table`` (a paged KV cache);
+    see `Workload`. Causal masking is aligned bottom-right.
     """
     hw = gpu if isinstance(gpu, GPU) else load_gpu(gpu)
     if overrides:
@@ -52,11 +59,15 @@ def predict(
         batch=batch,
         heads=heads,
         seqlen_q=seqlen,
-        seqlen_kv=seqlen if seqlen_kv is None else seqlen_kv,
+        seqlen_kv=default_seqlen_kv(seqlen, seqlen_kv, seqlens_kv),
         head_dim=head_dim,
         causal=causal,
         dtype=dtype,
         pass_=pass_,
+        kv_heads=kv_heads,
+        seqlens_kv=seqlens_kv,
+        page_size=page_size,
+        page_table=page_table,
     )
     trace = build(algo, workload, hw, _config(algo, workload, hw, config))
     return simulate(trace, hw, fidelity, timeline)

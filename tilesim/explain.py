@@ -160,10 +160,19 @@ def main_workload(
     dtype: str,
     seqlen_kv: int | None = None,
     pass_: str = "fwd",
+    kv_heads: int | None = None,
 ) -> Workload:
     b, h = default_batch_heads(seqlen, head_dim)
     return Workload(
-        batch or b, heads or h, seqlen, seqlen_kv or seqlen, head_dim, causal, dtype, pass_
+        batch or b,
+        heads or h,
+        seqlen,
+        seqlen_kv or seqlen,
+        head_dim,
+        causal,
+        dtype,
+        pass_,
+        kv_heads=kv_heads,
     )
 
 

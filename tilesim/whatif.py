@@ -143,13 +143,32 @@ def shapes(
     heads: int | None = None,
     causal: bool = False,
     dtype: str = "fp16",
+    seqlens_kv: Sequence[int] | None = None,
+    kv_heads: int | None = None,
 ) -> list[Workload]:
-    """One workload per (seqlen, head_dim); batch/heads None: `default_batch_heads`."""
+    """One workload per (seqlen, head_dim); batch/heads None: `default_batch_heads`.
+
+    Serving shapes: with ``seqlens_kv`` one per (seqlen, KV length, head_dim), the
+    queries (``seqlen``: 1 for decode) against a cache of that length, the default
+    batch filling 16k tokens of cache; ``kv_heads`` for grouped-query heads.
+    """
     out = []
     for n in seqlens:
-        for d in head_dims:
-            b, h = default_batch_heads(n, d)
-            out.append(Workload(batch or b, heads or h, n, n, d, causal, dtype))
+        for n_kv in seqlens_kv or (None,):
+            for d in head_dims:
+                b, h = default_batch_heads(n if n_kv is None else n_kv, d)
+                out.append(
+                    Workload(
+                        batch or b,
+                        heads or h,
+                        n,
+                        n if n_kv is None else n_kv,
+                        d,
+                        causal,
+                        dtype,
+                        kv_heads=kv_heads,
+                    )
+                )
     return out
 
 

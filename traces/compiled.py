@@ -75,6 +75,8 @@ def variant_of(algo: str, workload: Workload, config: KernelConfig, launch: str)
         warp_specialize=c.warp_specialize,
         pingpong=c.pingpong,
         persistent=c.persistent,
+        num_splits=c.num_splits,
+        pack_gqa=c.pack_gqa,
         **row,
     )
 

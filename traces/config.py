@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
+from .serving import decode_config, is_decode
 from .workload import ALGOS, KernelConfig, Workload
 
 
@@ -35,6 +36,8 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
     if algo == "v1":
         return _fa1_algorithm1(workload, gpu)
     if algo == "v2":
+        if is_decode(workload):
+            return decode_config(workload, gpu)
         if d <= 64:
             return KernelConfig(128, 128, 4 if not hopper else 8, 3, path)
         if d <= 128 and hopper:
@@ -219,11 +222,52 @@ def check_algo(algo: str, workload: Workload, gpu: GPU) -> None:
         )
     if algo == "v3" and workload.pass_ != "fwd":
         raise TilesimError("v3 backward is not modelled yet; use v2")
+    check_serving(algo, workload)
     if workload.dtype == "fp8":
         if algo != "v3":
             raise TilesimError(f"fp8 is supported by v3 only, not by {algo}")
         if not gpu.has_fp8:
             raise TilesimError(f"fp8 needs fp8 tensor cores, which {gpu.name} does not have")
+
+
+def check_serving(algo: str, workload: Workload) -> None:
+    """One line if ``algo`` has no schedule for ``workload``'s serving features: grouped
+    heads (the v2 and v3 forward), a causal diagonal shifted by N_kv - N_q (those and
+    standard attention, whose backward reads the masked P)."""
+    w = workload
+    on = f"{algo}{'' if w.pass_ == 'fwd' else ' ' + w.pass_}"
+    forward = algo in ("v2", "v3") and w.pass_ == "fwd"
+    if w.group > 1 and not forward:
+        raise TilesimError(
+            f"kv_heads {w.num_kv_heads} < heads {w.heads} (grouped-query heads) is modelled for "
+            f"the v2 and v3 forward only, not {on}"
+        )
+    if w.causal and w.causal_shift and not (forward or algo == "standard"):
+        raise TilesimError(
+            f"causal with seqlen_q {w.seqlen_q} < seqlen_kv {w.seqlen_kv} (bottom-right) is "
+            f"modelled for standard and the v2 and v3 forward only, not {on}"
+        )
+    if w.varlen or w.page_size:
+        raise TilesimError(
+            "varlen (seqlens_kv) and paged (page_size) workloads have no schedule yet"
+        )
+
+
+def check_split(algo: str, workload: Workload, config: KernelConfig) -> None:
+    """Split-KV and packed heads: v2's forward only (tilesim's decode kernel)."""
+    if config.num_splits == 1 and not config.pack_gqa:
+        return
+    if algo != "v2" or workload.pass_ != "fwd":
+        raise TilesimError(
+            f"num_splits and pack_gqa are a schedule of the v2 forward (the decode kernel), "
+            f"not of {algo}{'' if workload.pass_ == 'fwd' else ' ' + workload.pass_}"
+        )
+    blocks = -(-workload.seqlen_kv // config.block_n)
+    if config.num_splits > blocks:
+        raise TilesimError(
+            f"num_splits {config.num_splits} is more than the {blocks} K/V blocks of "
+            f"{config.block_n} rows (seqlen_kv {workload.seqlen_kv})"
+        )
 
 
 def smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> int:
@@ -285,6 +329,7 @@ def forward_smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> i
 
 def check_fits(algo: str, workload: Workload, config: KernelConfig, gpu: GPU) -> int:
     """Return the CTA's shared memory, or raise naming both sizes if it does not fit."""
+    check_split(algo, workload, config)
     need = smem_bytes(algo, workload, config)
     if need > gpu.smem_bytes_per_cta_max:
         raise TilesimError(

@@ -74,6 +74,7 @@ from .tiles import (
     causal_full_blocks,
     causal_kv_blocks,
     cols,
+    kv_head,
     params,
     qkvo_tensors,
     regs_estimate,
@@ -111,19 +112,20 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
             f"multiple of {WGMMA_ROWS} rows"
         )
 
-    trips = causal_kv_blocks("m") if w.causal else "T_c"
+    shift = w.causal_shift
+    trips = causal_kv_blocks("m", shift) if w.causal else "T_c"
     if not c.warp_specialize and (w.causal or w.seqlen_kv % c.block_n):
         # tilesim's kernel: one loop, so with a causal mask or a partial last K/V block
         # every block takes the mask (kernels/flash_v3.py)
         mask = " + " + times("{r}*{n}", FLASH_FP32_PER_MASKED_SCORE)
     elif w.causal:  # FlashAttention-3: only the blocks on the diagonal
-        diagonal = f"min(1, max(0, j + 1 - {causal_full_blocks('m')}))"
+        diagonal = f"min(1, max(0, j + 1 - {causal_full_blocks('m', shift)}))"
         mask = " + " + times(diagonal, FLASH_FP32_PER_MASKED_SCORE) + "*{r}*{n}"
     else:
         mask = ""
 
     if c.warp_specialize:
-        roles = [_producer(c, consumers, trips)]
+        roles = [_producer(w, c, consumers, trips)]
         for i in range(consumers):
             roles.append(_consumer(w, c, i, consumers, trips, mask))
         threads = (c.num_warps + PRODUCER_WARPS) * 32
@@ -155,7 +157,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     tensors = qkvo_tensors(w) + [row_stat("LSE", w)]
     launches = (launch,)
     if w.dtype == "fp8":
-        vt = TensorSpec("VT", (w.batch, w.heads, w.head_dim, -(-w.seqlen_kv // 16) * 16), "fp8")
+        vt = TensorSpec("VT", (w.batch, w.num_kv_heads, w.head_dim, -(-w.seqlen_kv // 16) * 16), "fp8")
         tensors.append(vt)
         launches = (_transpose_v(w), launch)
     return Trace(
@@ -194,7 +196,7 @@ def _transpose_v(w: Workload) -> Launch:
     )
     return Launch(
         name="transpose_v",
-        grid=(("t", -(-n_pad // TRANSPOSE_ROWS)), ("bh", w.batch * w.heads)),
+        grid=(("t", -(-n_pad // TRANSPOSE_ROWS)), ("bh", w.batch * w.num_kv_heads)),
         program=program,
         smem_bytes=TRANSPOSE_ROWS * w.head_dim * w.elem_bytes,  # the transpose goes through smem
         threads=128,
@@ -202,8 +204,9 @@ def _transpose_v(w: Workload) -> Launch:
     )
 
 
-def _producer(c: KernelConfig, consumers: int, trips: str) -> Role:
+def _producer(w: Workload, c: KernelConfig, consumers: int, trips: str) -> Role:
     s = c.num_stages
+    kvh = kv_head(w, c)
     kfree = tuple(f"kfree{i}@-{s}" for i in range(consumers))
     # vfree<i> of consumer iteration j releases V_{j-1}, so V_{j-s} is vfree@-(s-1)
     vfree = tuple(f"vfree{i}" + (f"@-{s - 1}" if s > 1 else "") for i in range(consumers))
@@ -217,9 +220,9 @@ def _producer(c: KernelConfig, consumers: int, trips: str) -> Role:
                 trips,
                 (
                     Wait(kfree),
-                    Load("k", "K", ("bh", "j"), f"{n}*d*e", tma=True),
+                    Load("k", "K", (kvh, "j"), f"{n}*d*e", tma=True),
                     Wait(vfree),
-                    Load("v", "V", ("bh", "j"), f"{n}*d*e", tma=True),
+                    Load("v", "V", (kvh, "j"), f"{n}*d*e", tma=True),
                 ),
             ),
         ),
@@ -242,6 +245,7 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
             else (f"max(0, min({share}, N_q - block_m*m - {share * i}))")
         )
     n = cols("j")
+    kvh = kv_head(w, c)
     n_prev = f"min({cols('j - 1')}, block_n*j)"  # block j-1's columns; none at j = 0
     n_last = cols(f"{trips} - 1")
     dt = w.dtype
@@ -263,8 +267,8 @@ def _consumer(w: Workload, c: KernelConfig, i: int, consumers: int, trips: str, 
     if not specialised:
         # -- the Triton kernel's loop: TMA loads ahead, then GEMM, softmax, GEMM in order
         body = (
-            Load("k", "K", ("bh", "j"), f"{n}*d*e", tma=True),
-            Load("v", "V", ("bh", "j"), f"{n}*d*e", tma=True),
+            Load("k", "K", (kvh, "j"), f"{n}*d*e", tma=True),
+            Load("v", "V", (kvh, "j"), f"{n}*d*e", tma=True),
             Mma(r, n, "d", dt, deps=("q", "k")),
             softmax,
             rescale,

@@ -118,13 +118,13 @@ def _exceeds(n: str, width: int) -> str:
     return f"min(1, max(0, {n} - {width}))"
 
 
-def softmax_row_work(plan: SoftmaxPlan, causal: bool) -> tuple[str, str, str]:
+def softmax_row_work(plan: SoftmaxPlan, causal: bool, shift: int = 0) -> tuple[str, str, str]:
     """(scores read per pass, exp2 lanes, FP32 lanes) of forward softmax row ``r``, as
     IR expressions; lanes past the row's end (a block padded to a power of two) are
     not counted."""
-    # a row sees N_kv scores (causal: r + 1); its loads stop at that rounded up to 8
-    # columns, and a select masks the scores past it
-    seen = "min(N_kv, r + 1)" if causal else "N_kv"
+    # a row sees N_kv scores (causal: r + 1 + N_kv - N_q, the bottom-right diagonal); its
+    # loads stop at that rounded up to 8 columns, and a select masks the scores past it
+    seen = f"min(N_kv, r + 1{f' + {shift}' if shift else ''})" if causal else "N_kv"
     vec = SOFTMAX_LOAD_VECTOR
     read = f"cdiv({seen}, {vec})*{vec}" if causal else "N_pad"
     per_score = STANDARD_FP32_PER_SCORE_SOFTMAX + FP32_PER_MASKED_SCORE
@@ -181,7 +181,7 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     plan = softmax_fwd_plan(w.seqlen_kv, w.causal)
     sm_warps = plan.num_warps
     sm_threads = sm_warps * 32
-    read, exp, fp32 = softmax_row_work(plan, w.causal)
+    read, exp, fp32 = softmax_row_work(plan, w.causal, w.causal_shift)
     softmax_ops = [
         Load(f"s{i}" if plan.passes > 1 else "s", "S", ("bh", "r"), f"{read}*e")
         for i in range(plan.passes)

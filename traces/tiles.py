@@ -11,10 +11,19 @@ defined here, so a program stays a few dozen ops whatever the sequence length:
   block j, smaller for the last block when a sequence length is not a multiple
   of the block — a partial tile moves and multiplies only the elements it has.
 
-Causal masking is top-left aligned, as PyTorch's ``is_causal``: query row r sees
-key columns c <= r. A (Q block, K block) pair with no visible element is
-skipped by the FlashAttention generators; a pair with some masked element pays
+Causal masking is aligned bottom-right (traces/workload.py): query row r sees key
+columns c <= r + N_kv - N_q (the shift is written into the expressions only when
+it is not 0). A (Q block, K block) pair with no visible element is skipped by the
+FlashAttention generators; a pair with some masked element pays
 ``FP32_PER_MASKED_SCORE`` per score.
+
+Grouped-query heads (``kv_heads < heads``): K and V have ``H_kv`` heads and query
+head h reads K/V head h // G (``G = H / H_kv``), so the K/V tiles of a launch
+over (m, bh) are keyed ``bh//G``: the G query heads of a group read the same
+tiles, which L2 can serve. Packed (FlashAttention-3's PackGQA, ``pack_gqa``), a
+CTA takes the G heads of one K/V head together: its Q block is ``block_m`` of
+the N_q·G (row, head) pairs, heads fastest, and its grid dim ``bh`` runs over
+B·H_kv, so each K/V tile it loads serves all G heads at once.
 """
 
 from __future__ import annotations
@@ -57,21 +66,47 @@ FP32_BYTES = 4  # the softmax statistics (l, m, log-sum-exp) are fp32
 
 
 def params(workload: Workload, config: KernelConfig) -> dict:
-    """The names every generator's expressions may use."""
-    bm, bn = config.block_m, config.block_n
-    return {
-        "B": workload.batch,
-        "H": workload.heads,
-        "N_q": workload.seqlen_q,
-        "N_kv": workload.seqlen_kv,
-        "d": workload.head_dim,
+    """The names every generator's expressions may use (``G`` and ``H_kv`` with
+    grouped-query heads; ``S`` with a split KV sequence)."""
+    w, bm, bn = workload, config.block_m, config.block_n
+    out = {
+        "B": w.batch,
+        "H": w.heads,
+        "N_q": w.seqlen_q,
+        "N_kv": w.seqlen_kv,
+        "d": w.head_dim,
         "block_m": bm,
         "block_n": bn,
-        "T_r": -(-workload.seqlen_q // bm),
-        "T_c": -(-workload.seqlen_kv // bn),
-        "e": workload.elem_bytes,
-        "e_o": output_bytes(workload),
+        "T_r": -(-q_rows(w, config) // bm),
+        "T_c": -(-w.seqlen_kv // bn),
+        "e": w.elem_bytes,
+        "e_o": output_bytes(w),
     }
+    if w.group > 1:
+        out.update(G=w.group, H_kv=w.num_kv_heads)
+    if config.num_splits > 1:
+        out["S"] = config.num_splits
+    return out
+
+
+def packed(workload: Workload, config: KernelConfig) -> bool:
+    """Whether a CTA's Q block packs the G query heads of one K/V head (PackGQA)."""
+    return config.pack_gqa and workload.group > 1
+
+
+def q_rows(workload: Workload, config: KernelConfig) -> int:
+    """Rows a launch tiles into Q blocks per grid head: N_q, or N_q·G packed."""
+    return workload.seqlen_q * (workload.group if packed(workload, config) else 1)
+
+
+def grid_heads(workload: Workload, config: KernelConfig) -> int:
+    """The grid's head dim ``bh``: B·H, or B·H_kv packed."""
+    return workload.batch * (workload.num_kv_heads if packed(workload, config) else workload.heads)
+
+
+def kv_head(workload: Workload, config: KernelConfig) -> str:
+    """The K/V tiles' head coordinate: ``bh`` (MHA, or packed), ``bh//G`` (grouped)."""
+    return "bh//G" if workload.group > 1 and not packed(workload, config) else "bh"
 
 
 def output_dtype(workload: Workload) -> str:
@@ -85,11 +120,11 @@ def output_bytes(workload: Workload) -> int:
 
 def qkvo_tensors(workload: Workload) -> list[TensorSpec]:
     w = workload
-    bh = (w.batch, w.heads)
+    bh, bkv = (w.batch, w.heads), (w.batch, w.num_kv_heads)
     return [
         TensorSpec("Q", (*bh, w.seqlen_q, w.head_dim), w.dtype),
-        TensorSpec("K", (*bh, w.seqlen_kv, w.head_dim), w.dtype),
-        TensorSpec("V", (*bh, w.seqlen_kv, w.head_dim), w.dtype),
+        TensorSpec("K", (*bkv, w.seqlen_kv, w.head_dim), w.dtype),
+        TensorSpec("V", (*bkv, w.seqlen_kv, w.head_dim), w.dtype),
         TensorSpec("O", (*bh, w.seqlen_q, w.head_dim), output_dtype(w)),
     ]
 
@@ -99,9 +134,11 @@ def row_stat(name: str, workload: Workload) -> TensorSpec:
     return TensorSpec(name, (workload.batch, workload.heads, workload.seqlen_q), "fp32")
 
 
-def rows(i: str) -> str:
-    """Rows of Q block ``i`` (an expression): block_m, less for the last block."""
-    return f"min(block_m, N_q - block_m*{_wrap(i)})"
+def rows(i: str, pack: int = 1) -> str:
+    """Rows of Q block ``i`` (an expression): block_m, less for the last block
+    (``pack`` = G: rows of the N_q·G packed (row, head) pairs)."""
+    n = "N_q" if pack == 1 else "N_q*G"
+    return f"min(block_m, {n} - block_m*{_wrap(i)})"
 
 
 def cols(j: str) -> str:
@@ -109,14 +146,26 @@ def cols(j: str) -> str:
     return f"min(block_n, N_kv - block_n*{_wrap(j)})"
 
 
-def causal_kv_blocks(m: str) -> str:
-    """K/V blocks with at least one score visible to Q block ``m`` (its trip count)."""
-    return f"min(T_c, cdiv(min(block_m*({m} + 1), N_q), block_n))"
+def causal_kv_blocks(m: str, shift: int = 0, pack: int = 1) -> str:
+    """K/V blocks with at least one score visible to Q block ``m`` (its trip count).
+
+    ``shift``: N_kv - N_q, the bottom-right diagonal's offset; ``pack`` = G when the
+    Q block holds packed (row, head) pairs (query row = packed row // G)."""
+    if pack == 1:
+        last = f"min(block_m*({m} + 1), N_q)"  # one past the block's last query row
+    else:
+        last = f"cdiv(min(block_m*({m} + 1), N_q*G), G)"
+    return f"min(T_c, cdiv({last}{_plus(shift)}, block_n))"
 
 
-def causal_full_blocks(m: str) -> str:
+def causal_full_blocks(m: str, shift: int = 0, pack: int = 1) -> str:
     """Leading K/V blocks that Q block ``m`` sees entirely (no masked score)."""
-    return f"min(T_c, (block_m*{_wrap(m)} + 1)//block_n)"
+    first = f"block_m*{_wrap(m)}" if pack == 1 else f"block_m*{_wrap(m)}//G"
+    return f"min(T_c, ({first} + 1{_plus(shift)})//block_n)"
+
+
+def _plus(shift: int) -> str:
+    return f" + {shift}" if shift else ""
 
 
 def through_smem(nbytes: str) -> str:

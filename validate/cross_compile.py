@@ -103,7 +103,8 @@ def _inputs(workload):
     w = workload
     shape = (w.batch, w.heads, w.seqlen_q, w.head_dim)
     q = torch.empty(shape, dtype=dtype[w.dtype], device="meta")
-    k = torch.empty((*shape[:2], w.seqlen_kv, w.head_dim), dtype=dtype[w.dtype], device="meta")
+    shape_kv = (w.batch, w.num_kv_heads, w.seqlen_kv, w.head_dim)
+    k = torch.empty(shape_kv, dtype=dtype[w.dtype], device="meta")
     return q, k, torch.empty_like(k)
 
 

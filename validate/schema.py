@@ -346,18 +346,10 @@ def kernel_record(
     return row
 
 
-# Matmul FLOPs of a pass by the shared convention, in forwards: the backward is
-# 2.5x the forward (the five products S, dV, dP, dQ, dK), whatever a kernel
-# recomputes, so TFLOPS compare implementations of the same work.
-PASS_FLOPS = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
-
-
 def attention_flops(w: Workload) -> float:
-    """Matmul FLOPs by the shared convention: 4·B·H·N_q·N_kv·d forward, half if causal,
-    times 2.5 for the backward (3.5 for forward + backward)."""
-    flops = 4.0 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
-    flops *= PASS_FLOPS[w.pass_]
-    return flops / 2 if w.causal else flops
+    """Matmul FLOPs by the shared convention (`Workload.flops`): 4·B·H·N_q·N_kv·d
+    forward, less the masked triangle when causal, times 2.5 for the backward."""
+    return w.flops()
 
 
 def ok_rows(doc: dict) -> list[dict]:

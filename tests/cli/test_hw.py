@@ -177,14 +177,14 @@ def test_the_option_aliases_parse_into_a_command():
         )
         seen["json"] = as_json
 
-    args = "--gpu a100 --set sm_count=0.5x --set l2_bytes=2x -b 2 -H 8 -n 1024 --seqlen-kv 512"
+    args = "--gpu a100 --set sm_count=0.5x --set l2_bytes=2x -b 2 -H 8 -n 512 --seqlen-kv 1024"
     result = runner.invoke(
         app, [*args.split(), "-d", "64", "--causal", "--dtype", "bf16", "--json"]
     )
     assert result.exit_code == 0, result.output
     gpu, w = seen["gpu"], seen["workload"]
     assert gpu.name == "a100_sxm4_80gb.published+l2_bytes=2x+sm_count=0.5x" and gpu.sm_count == 54
-    assert (w.batch, w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim) == (2, 8, 1024, 512, 64)
+    assert (w.batch, w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim) == (2, 8, 512, 1024, 64)
     assert (w.causal, w.dtype, seen["json"]) == (True, "bf16", True)
 
     assert runner.invoke(app, []).exit_code == 0

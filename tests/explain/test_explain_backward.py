@@ -7,7 +7,6 @@ The closed forms are those of the backward generators' docstrings
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -180,7 +179,7 @@ def test_cli_roofline_and_whatif_take_the_pass(app, tmp_path):
         gpu="a100", algo="v2", batch=1, heads=2, seqlen=512, head_dim=64, pass_="bwd"
     )
     assert doc["points"][0]["tflops"] == p.tflops
-    assert dataclasses.asdict(w) == doc["workload"]
+    assert w.to_dict() == doc["workload"]
 
 
 def test_compare_grid_takes_the_pass(h100):

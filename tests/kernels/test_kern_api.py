@@ -37,7 +37,10 @@ def test_unsupported_head_dim(device):
 
 def test_shapes_disagree(qkv, device):
     q, k, v = qkv
-    _raises("shapes disagree", q, k[:, :1], v[:, :1])
+    _raises("shapes disagree", q[:, :1], k, v)  # more K/V heads than query heads
+    q3 = torch.cat([q, q[:, :1]], dim=1)  # 3 query heads over 2 K/V heads
+    _raises("H a multiple of H_kv", q3, k, v)
+    _raises("shapes disagree", q, k, v[:, :1])
     _raises("shapes disagree", q, k, v[:, :, :32])
     _raises("head dims disagree", q[..., :32].contiguous(), k, v)
     _raises("must be 4-D", q[0], k[0], v[0])
@@ -79,7 +82,7 @@ def test_out_buffer(qkv, device):
 
 def test_default_config_and_scale(device):
     """config=None takes traces.config.default_config; sm_scale changes the result."""
-    q, k, v = make_qkv(1, 2, 96, 80, 64, torch.float16, device, seed=2)
+    q, k, v = make_qkv(1, 2, 80, 96, 64, torch.float16, device, seed=2)
     ref = K.reference(q, k, v, True)
     out = K.attention(q, k, v, causal=True)
     assert out.shape == q.shape and out.dtype == q.dtype

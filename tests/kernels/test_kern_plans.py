@@ -14,10 +14,10 @@ torch = pytest.importorskip("torch")
 
 
 def test_a_repeated_call_reuses_its_plan_on_new_inputs(device):
-    q, k, v = make_qkv(1, 2, 96, 80, 64, torch.float16, device, seed=3)
+    q, k, v = make_qkv(1, 2, 80, 96, 64, torch.float16, device, seed=3)
     K.attention(q, k, v, causal=True)
     n_calls, n_plans = len(api._CALLS), len(plans._FORWARD)
-    q2, k2, v2 = make_qkv(1, 2, 96, 80, 64, torch.float16, device, seed=4)
+    q2, k2, v2 = make_qkv(1, 2, 80, 96, 64, torch.float16, device, seed=4)
     out = K.attention(q2, k2, v2, causal=True)
     assert (len(api._CALLS), len(plans._FORWARD)) == (n_calls, n_plans)
     assert K.rel_error(out, K.reference(q2, k2, v2, True)) < 5e-3

@@ -2,7 +2,8 @@
 
 Every path of ``softmax_fwd_plan`` runs: one pass (non-causal), one pass at each
 causal width (block/4, block/2, block), two passes (causal and not, by shrinking the
-plan's limits), rows not a multiple of the block or of 8 columns, n_q != n_kv. S's
+plan's limits), rows not a multiple of the block or of 8 columns, n_q < n_kv (the
+causal diagonal aligned bottom-right). S's
 padding columns hold NaN (a row's loads reach up to 7 of them: they must not leak
 into P) and P starts as NaN (every element of a row must be written; masked ones 0,
 and the padding columns 0: pv reads them).
@@ -33,7 +34,8 @@ def _check(bh, n_q, n_kv, causal, device, seed=0):
     s, p = _rows(bh, n_q, n_kv, device, seed)
     standard.softmax_rows(s, p, n_kv, causal)
     x = s[:, :, :n_kv].float()
-    masked = torch.ones(n_q, n_kv, dtype=torch.bool, device=device).triu(1)
+    # causal, bottom-right: row i sees columns j <= i + n_kv - n_q
+    masked = torch.ones(n_q, n_kv, dtype=torch.bool, device=device).triu(1 + n_kv - n_q)
     if causal:
         x = x.masked_fill(masked, float("-inf"))
     ref = torch.softmax(x, -1)
@@ -49,8 +51,8 @@ def _check(bh, n_q, n_kv, causal, device, seed=0):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(
     ("bh", "n_q", "n_kv"),
-    [(2, 64, 64), (1, 150, 150), (2, 200, 130), (1, 40, 150)],
-    ids=["block", "not-multiple-of-8", "rows-past-n_kv", "short-rows"],
+    [(2, 64, 64), (1, 150, 150), (2, 130, 150), (1, 40, 150)],
+    ids=["block", "not-multiple-of-8", "fewer-rows", "short-rows"],
 )
 def test_one_pass(bh, n_q, n_kv, causal, device):
     p = plan.softmax_fwd_plan(n_kv, causal)
@@ -67,7 +69,8 @@ def test_two_pass(causal, device, monkeypatch):
     p = plan.softmax_fwd_plan(150, causal)
     assert (p.block, p.passes) == (32, 2)  # five chunks: the last partial; causal rows skip some
     _check(2, 150, 150, causal, device, seed=7)
-    _check(1, 20, 150, causal, device, seed=8)  # causal: every row's later chunks are zeros
+    _check(1, 20, 150, causal, device, seed=8)  # fewer rows: the diagonal shifted right
+    _check(1, 150, 150, causal, device, seed=9)  # causal: a row's later chunks are zeros
 
 
 def test_plan_limits():

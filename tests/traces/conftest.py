@@ -20,6 +20,11 @@ def h100(gpus):
 
 
 @pytest.fixture(scope="session")
+def h200(gpus):
+    return gpus["h200"]
+
+
+@pytest.fixture(scope="session")
 def a100(gpus):
     return gpus["a100"]
 

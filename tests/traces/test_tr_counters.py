@@ -24,13 +24,14 @@ def full_flops(w: Workload) -> int:
 
 
 def causal_block_flops(w: Workload, bm: int, bn: int) -> int:
-    """FLOPs of the (Q block, K block) pairs with at least one visible score (top-left causal)."""
+    """FLOPs of the (Q block, K block) pairs with at least one visible score (causal,
+    bottom-right: row r sees columns c <= r + N_kv - N_q)."""
     total = 0
     for m in range(cdiv(w.seqlen_q, bm)):
         rows = min(bm, w.seqlen_q - bm * m)
         last_row = bm * m + rows - 1
         for j in range(cdiv(w.seqlen_kv, bn)):
-            if bn * j <= last_row:
+            if bn * j <= last_row + w.seqlen_kv - w.seqlen_q:
                 total += 4 * rows * min(bn, w.seqlen_kv - bn * j) * w.head_dim
     return w.batch * w.heads * total
 
@@ -92,9 +93,18 @@ def test_partial_tiles_cost_exactly_the_full_shape(algo, h100):
         assert c.write_bytes_by_tensor["O"] == q_once
 
 
-@pytest.mark.parametrize("algo", ("v1", "v2", "v3"))
 @pytest.mark.parametrize(
-    "shape", [(1, 2, 1024, 1024, 64), (2, 1, 1000, 1000, 128), (1, 1, 700, 1300, 64)]
+    ("algo", "shape"),
+    [
+        *(
+            (a, s)
+            for a in ("v1", "v2", "v3")
+            for s in ((1, 2, 1024, 1024, 64), (2, 1, 1000, 1000, 128))
+        ),
+        ("v2", (1, 1, 700, 1300, 64)),  # the diagonal shifted right by 600 (bottom-right)
+        ("v3", (1, 1, 700, 1300, 64)),
+        ("v2", (1, 1, 1, 1300, 64)),  # decode: one row sees every key
+    ],
 )
 def test_causal_flops_are_exactly_the_unmasked_blocks(algo, shape, h100):
     w = Workload(*shape, causal=True)
@@ -102,8 +112,10 @@ def test_causal_flops_are_exactly_the_unmasked_blocks(algo, shape, h100):
     cfg = trace.config
     c = counters(trace)
     assert c.matmul_flops == causal_block_flops(w, cfg["block_m"], cfg["block_n"])
-    # exponentials follow the same blocks (masked scores of a diagonal block are computed)
-    assert c.exp_count * 4 * w.head_dim == c.matmul_flops
+    # exponentials follow the same blocks (masked scores of a diagonal block are computed;
+    # a split-KV combine launch adds its own)
+    attention = c.launches[0]
+    assert attention.exp_count * 4 * w.head_dim == attention.matmul_flops == c.matmul_flops
 
 
 @pytest.mark.parametrize("algo", ("v1", "v2", "v3"))
@@ -313,9 +325,13 @@ CASES = [
     ("standard", {"causal": True, "seqlen_q": 200, "seqlen_kv": 333}, None),
     ("v1", {}, None),
     ("v1", {"causal": True}, None),
-    ("v1", {"causal": True, "seqlen_q": 333, "seqlen_kv": 200}, {"num_stages": 2}),
+    ("v1", {"causal": True, "seqlen_q": 333, "seqlen_kv": 333}, {"num_stages": 2}),
     ("v2", {}, None),
-    ("v2", {"causal": True, "seqlen_q": 333, "seqlen_kv": 200}, None),
+    ("v2", {"causal": True, "seqlen_q": 200, "seqlen_kv": 333}, None),
+    ("v2", {"heads": 4, "kv_heads": 2, "causal": True, "seqlen_q": 100}, None),
+    # the decode kernel: heads packed, KV split three ways, the combine launch
+    ("v2", {"heads": 4, "kv_heads": 1, "seqlen_q": 2}, {"num_splits": 3, "pack_gqa": True}),
+    ("v2", {"causal": True, "seqlen_q": 70}, {"num_splits": 2}),
     ("v3", {"causal": True}, None),
     ("v3", {"seqlen_q": 333}, {"pingpong": True, "num_stages": 3}),
     ("v3", {"dtype": "fp8", "seqlen_q": 200, "seqlen_kv": 333}, {"persistent": True}),

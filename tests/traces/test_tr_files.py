@@ -17,12 +17,15 @@ from tilesim.traces.ir import Load, Mma, Trace
 
 CASES = [
     ("standard", {}),
-    ("standard", {"causal": True, "seqlen_kv": 700}),
+    ("standard", {"causal": True, "seqlen_q": 700}),
     ("v1", {}),
     ("v1", {"causal": True}),
     ("v2", {"causal": True, "seqlen_q": 1000}),
     ("v3", {}),
     ("v3", {"causal": True, "dtype": "fp8"}),
+    # serving shapes: grouped heads, decode (split KV, heads packed, the combine launch)
+    ("v3", {"kv_heads": 1, "causal": True, "seqlen_q": 512}),
+    ("v2", {"kv_heads": 1, "seqlen_q": 1, "seqlen_kv": 8192}),
 ]
 
 

@@ -17,9 +17,10 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-def visible(bm, bn, n_q, m, j):
-    """Does Q block m see any score of K block j (top-left causal)?"""
-    return bn * j <= min(bm * (m + 1), n_q) - 1
+def visible(bm, bn, n_q, m, j, shift=0):
+    """Does Q block m see any score of K block j (causal, the diagonal shifted right by
+    ``shift`` = N_kv - N_q: bottom-right)?"""
+    return bn * j <= min(bm * (m + 1), n_q) - 1 + shift
 
 
 # -- a dataflow interpreter of ir.py's dep rules ------------------------------------------
@@ -105,31 +106,35 @@ def run_dataflow(trace, launch_index, cta, priority):
 
 
 def test_standard_is_three_launches_with_full_s_and_p(h100):
-    w = Workload(2, 3, 1000, 700, 64, causal=True)
+    w = Workload(2, 3, 700, 1000, 64, causal=True)
     trace = build("standard", w, h100)
     qk, softmax, pv = trace.launches
     cfg = trace.config
-    tr, tc = cdiv(1000, cfg["block_m"]), cdiv(700, cfg["block_n"])
+    tr, tc = cdiv(700, cfg["block_m"]), cdiv(1000, cfg["block_n"])
     assert [launch.name for launch in trace.launches] == ["qk", "softmax", "pv"]
     assert qk.grid == (("m", tr), ("n", tc), ("bh", 6))  # as the Triton kernel's grid
-    assert softmax.grid == (("r", 1000), ("bh", 6))
+    assert softmax.grid == (("r", 700), ("bh", 6))
     assert pv.grid == (("m", tr), ("bh", 6))
     tensors = {t.name: t for t in trace.tensors}
     # causal: still full; rows padded to 16 columns
-    assert tensors["S"].shape == tensors["P"].shape == (2, 3, 1000, 704)
-    # the last S tile of a row of tiles is 1000 - 128*7 = 104 rows by 704 - 128*5 = 64 columns
+    assert tensors["S"].shape == tensors["P"].shape == (2, 3, 700, 1008)
+    # the last S tile of a row of tiles is 700 - 128*5 = 60 rows by 1008 - 128*7 = 112 columns
     last = expand(trace, 0, qk.num_ctas - 1)
     (store,) = [f.op for f in last if isinstance(f.op, Store)]
     assert (
-        store.nbytes == (1000 - cfg["block_m"] * (tr - 1)) * (704 - cfg["block_n"] * (tc - 1)) * 2
+        store.nbytes == (700 - cfg["block_m"] * (tr - 1)) * (1008 - cfg["block_n"] * (tc - 1)) * 2
     )
     # P V: a k-loop over the K/V blocks, P and V tiles prefetched num_stages - 1 ahead
     (loop,) = [op for op in pv.program.roles[0].ops if isinstance(op, Loop)]
     assert loop.prefetch == cfg["num_stages"] - 1
     flat = expand(trace, 2, 0)
     assert [f.op.k for f in flat if isinstance(f.op, Mma)] == [cfg["block_n"]] * (tc - 1) + [
-        700 - cfg["block_n"] * (tc - 1)
+        1000 - cfg["block_n"] * (tc - 1)
     ]
+    # the softmax of row r sees r + 1 + 300 scores (bottom-right), rounded up to 8 to load
+    row = expand(trace, 1, 9)  # row 9 of the first head
+    (load,) = [f.op for f in row if isinstance(f.op, Load)]
+    assert load.nbytes == cdiv(9 + 1 + 300, 8) * 8 * 2
 
 
 # -- v1 ----------------------------------------------------------------------------------
@@ -161,7 +166,7 @@ def test_v1_grid_is_batch_times_heads_and_reads_o_every_step(h100):
     assert len(q_before) == tr
 
 
-@pytest.mark.parametrize("shape", [(512, 512, 64, 64), (640, 448, 64, 128), (448, 640, 128, 64)])
+@pytest.mark.parametrize("shape", [(512, 512, 64, 64), (640, 640, 64, 128), (448, 448, 128, 64)])
 def test_v1_causal_skips_blocks_above_the_diagonal(shape, h100):
     n_q, n_kv, bm, bn = shape
     w = Workload(1, 1, n_q, n_kv, 64, causal=True)
@@ -206,17 +211,20 @@ def test_v2_grid_q_block_fastest_q_loaded_once_and_prefetch(h100):
 
 
 @pytest.mark.parametrize(
-    "shape", [(1024, 1024, 128, 64), (1000, 1000, 128, 128), (512, 1024, 64, 64)]
+    "shape",
+    [(1024, 1024, 128, 64), (1000, 1000, 128, 128), (512, 1024, 64, 64), (300, 1000, 64, 128)],
 )
 def test_v2_causal_trip_counts_and_diagonal_masks(shape, h100):
     n_q, n_kv, bm, bn = shape
     w = Workload(1, 1, n_q, n_kv, 64, causal=True)
     trace = build("v2", w, h100, KernelConfig(bm, bn, 4, 2))
     plain = build("v2", Workload(1, 1, n_q, n_kv, 64), h100, KernelConfig(bm, bn, 4, 2))
+    shift = n_kv - n_q
     for m in range(cdiv(n_q, bm)):
         flat = expand(trace, 0, m)
         blocks = [f.op.tile[1] for f in flat if isinstance(f.op, Load) and f.op.tensor == "K"]
-        assert sorted(blocks) == [j for j in range(cdiv(n_kv, bn)) if visible(bm, bn, n_q, m, j)]
+        seen = [j for j in range(cdiv(n_kv, bn)) if visible(bm, bn, n_q, m, j, shift)]
+        assert sorted(blocks) == seen
         # the masked work is paid on the blocks that straddle the diagonal, and only there
         base = {
             dict(f.iters)["j"]: f.op.fp32
@@ -226,7 +234,7 @@ def test_v2_causal_trip_counts_and_diagonal_masks(shape, h100):
         rows = min(bm, n_q - bm * m)
         vectors = [f.op for f in flat if isinstance(f.op, Vector) and f.op.exp]
         for j, vec in zip(sorted(blocks), vectors, strict=True):
-            straddles = bn * (j + 1) - 1 > bm * m
+            straddles = bn * (j + 1) - 1 > bm * m + shift
             extra = FLASH_FP32_PER_MASKED_SCORE * rows * min(bn, n_kv - bn * j) if straddles else 0
             assert vec.fp32 == base[j] + extra
 

@@ -12,9 +12,10 @@ import typer
 from rich.console import Console
 
 from ..atomic import check_writable
+from ..errors import TilesimError
 from ..hwmodels import GPU, load_gpu, parse_set_options
 from ..simulator.prediction import BOUNDS
-from ..traces.workload import Workload
+from ..traces.workload import Workload, default_seqlen_kv
 
 console = Console()
 err_console = Console(stderr=True)
@@ -71,8 +72,33 @@ SeqlenKvOpt = Annotated[
         "--seqlen-kv", help="Key/value sequence length [default: --seqlen].", show_default=False
     ),
 ]
+KvHeadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--kv-heads",
+        help="K/V heads (grouped-query attention; 1: multi-query) [default: --heads].",
+        show_default=False,
+    ),
+]
+SeqlensKvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seqlens-kv",
+        metavar="N1,N2,...",
+        help="Varlen: each sequence's KV length, one per batch element "
+        "[--seqlen-kv defaults to the longest].",
+        show_default=False,
+    ),
+]
+PageSizeOpt = Annotated[
+    int,
+    typer.Option("--page-size", help="Rows of K/V per page of a paged KV cache (0: not paged)."),
+]
 HeadDimOpt = Annotated[int, typer.Option("--head-dim", "-d", help="Head dimension (64, 128, 256).")]
-CausalOpt = Annotated[bool, typer.Option("--causal", help="Causal (lower-triangular) masking.")]
+CausalOpt = Annotated[
+    bool,
+    typer.Option("--causal", help="Causal masking (aligned bottom-right when the KV is longer)."),
+]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Element type: fp16, bf16 or fp8.")]
 PassOpt = Annotated[
     str, typer.Option("--pass", help="fwd, bwd (the backward pass) or fwd_bwd (both).")
@@ -117,15 +143,40 @@ def workload_from_options(
     causal: bool = False,
     dtype: str = DEFAULT_DTYPE,
     pass_: str = "fwd",
+    *,
+    kv_heads: int | None = None,
+    seqlens_kv: str | None = None,
+    page_size: int = 0,
 ) -> Workload:
-    """The `Workload` of the shared workload options (``--seqlen-kv`` defaults to ``-n``)."""
+    """The `Workload` of the shared workload options (``--seqlen-kv`` defaults to ``-n``,
+    or to the longest of ``--seqlens-kv``)."""
+    lens = None if seqlens_kv is None else tuple(int_list(seqlens_kv, "--seqlens-kv"))
     return Workload(
         batch=batch,
         heads=heads,
         seqlen_q=seqlen,
-        seqlen_kv=seqlen if seqlen_kv is None else seqlen_kv,
+        seqlen_kv=default_seqlen_kv(seqlen, seqlen_kv, lens),
         head_dim=head_dim,
         causal=causal,
         dtype=dtype.strip().lower(),
         pass_=pass_.strip().lower(),
+        kv_heads=kv_heads,
+        seqlens_kv=lens,
+        page_size=page_size,
     )
+
+
+def serving_options(kv_heads: int | None, seqlens_kv: str | None, page_size: int) -> dict:
+    """The serving options as `workload_from_options`' keywords."""
+    return {"kv_heads": kv_heads, "seqlens_kv": seqlens_kv, "page_size": page_size}
+
+
+def int_list(text: str, option: str) -> list[int]:
+    """``"1,2,3"`` -> [1, 2, 3]; one line naming ``option`` if it is not that."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise TilesimError(f"{option} expects comma-separated integers, got {text!r}") from None
+    if not values:
+        raise TilesimError(f"{option} expects at least one value")
+    return values

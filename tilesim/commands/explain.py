@@ -34,6 +34,7 @@ from .common import (
     DtypeOpt,
     GpuOpt,
     JsonOpt,
+    KvHeadsOpt,
     PassOpt,
     SeqlenKvOpt,
     SeqlenOpt,
@@ -42,6 +43,7 @@ from .common import (
     console,
     err_console,
     gpu_from_options,
+    int_list,
     print_json,
 )
 
@@ -97,6 +99,7 @@ def _workload(
     causal: bool,
     dtype: str,
     pass_: str = "fwd",
+    kv_heads: int | None = None,
 ) -> Workload:
     from ..explain import main_workload
 
@@ -110,17 +113,8 @@ def _workload(
         dtype.strip().lower(),
         seqlen_kv,
         pass_.strip().lower(),
+        kv_heads=kv_heads,
     )
-
-
-def _int_list(text: str, option: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise TilesimError(f"{option} expects comma-separated integers, got {text!r}") from None
-    if not values:
-        raise TilesimError(f"{option} expects at least one value")
-    return values
 
 
 def _algos(text: str | None, gpu: GPU, workload: Workload) -> list[str]:
@@ -173,6 +167,7 @@ def explain(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    kv_heads: KvHeadsOpt = None,
     as_json: JsonOpt = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
     jobs: JobsOpt = None,
@@ -194,7 +189,7 @@ def explain(
     if as_json and markdown:
         raise TilesimError("choose one of --json and --markdown")
     hw = gpu_from_options(gpu, sets)
-    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_, kv_heads)
     story = build_explanation if w.pass_ == "fwd" else build_backward_explanation
     expl = story(
         hw,
@@ -227,6 +222,7 @@ def roofline(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    kv_heads: KvHeadsOpt = None,
     algos: AlgosOpt = None,
     results: Annotated[
         list[Path] | None,
@@ -263,7 +259,7 @@ def roofline(
     if results is not None:
         results = [*results, *(more_results or [])]
     hw = gpu_from_options(gpu, sets)
-    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_, kv_heads)
     names = _algos(algos, hw, w)
     for a in names:
         check_algo(a, w, hw)  # asked for by name: say why it cannot run
@@ -435,6 +431,7 @@ def gantt(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    kv_heads: KvHeadsOpt = None,
     sms: Annotated[int, typer.Option("--sms", help="SMs to draw.")] = 4,
     window: Annotated[
         str | None,
@@ -455,7 +452,7 @@ def gantt(
 
     check_sms(sms)
     hw = gpu_from_options(gpu, sets)
-    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_)
+    w = _workload(hw, seqlen, seqlen_kv, head_dim, batch, heads, causal, dtype, pass_, kv_heads)
     names = [a.strip() for item in (algo or []) for a in item.split(",") if a.strip()]
     if not names:
         names = ["v2", "v3"] if hw.has_tma and hw.has_wgmma else ["v2"]
@@ -497,11 +494,21 @@ def whatif(
     head_dims: Annotated[
         str, typer.Option("--head-dim", "-d", help="Comma-separated head dims.")
     ] = str(DEFAULT_HEAD_DIM),
+    seqlens_kv: Annotated[
+        str | None,
+        typer.Option(
+            "--seqlens-kv",
+            help="Comma-separated KV-cache lengths: serving shapes, --seqlens queries "
+            "(1: decode) against each [default: --seqlens, square].",
+            **_NO_DEFAULT,
+        ),
+    ] = None,
     batch: BatchOpt = None,
     heads: HeadsOpt = None,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    kv_heads: KvHeadsOpt = None,
     as_json: JsonOpt = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a speed-up plot (PNG).", **_NO_DEFAULT)
@@ -531,12 +538,14 @@ def whatif(
     varies = parse_vary(vary, hw)
     names = _algos(algos, hw, Workload(1, 1, 1, 1, 64))
     workloads = shapes(
-        _int_list(seqlens, "--seqlens"),
-        _int_list(head_dims, "--head-dim"),
+        int_list(seqlens, "--seqlens"),
+        int_list(head_dims, "--head-dim"),
         batch=batch,
         heads=heads,
         causal=causal,
         dtype=dtype.strip().lower(),
+        seqlens_kv=None if seqlens_kv is None else int_list(seqlens_kv, "--seqlens-kv"),
+        kv_heads=kv_heads,
     )
     # every shape at the pass asked for (Workload checks the name)
     workloads = [dataclasses.replace(w, pass_=pass_.strip().lower()) for w in workloads]

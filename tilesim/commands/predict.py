@@ -45,15 +45,19 @@ from .common import (
     HeadDimOpt,
     HeadsOpt,
     JsonOpt,
+    KvHeadsOpt,
+    PageSizeOpt,
     PassOpt,
     SeqlenKvOpt,
     SeqlenOpt,
+    SeqlensKvOpt,
     SetOpt,
     check_output,
     console,
     err_console,
     gpu_from_options,
     print_json,
+    serving_options,
     workload_from_options,
 )
 from .trace import (
@@ -61,10 +65,12 @@ from .trace import (
     BlockMOpt,
     BlockNOpt,
     ConfigOpt,
+    PackGqaOpt,
     PathOpt,
     PersistentOpt,
     PingpongOpt,
     SpecializeOpt,
+    SplitsOpt,
     StagesOpt,
     WarpsOpt,
     config_from_options,
@@ -141,6 +147,9 @@ def predict_cmd(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    kv_heads: KvHeadsOpt = None,
+    seqlens_kv: SeqlensKvOpt = None,
+    page_size: PageSizeOpt = 0,
     config_name: ConfigOpt = None,
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
@@ -150,6 +159,8 @@ def predict_cmd(
     persistent: PersistentOpt = None,
     pingpong: PingpongOpt = None,
     warp_specialize: SpecializeOpt = None,
+    num_splits: SplitsOpt = None,
+    pack_gqa: PackGqaOpt = None,
     profile: ProfileOpt = None,
     fidelity: FidelityOpt = "fast",
     as_json: JsonOpt = False,
@@ -161,8 +172,9 @@ def predict_cmd(
     """Predict the time, traffic and bottleneck (bound, below) of one attention kernel."""
     hw = gpu_from_options(gpu, sets)
     workload = workload_from_options(
-        batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
-    )
+        batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
+        **serving_options(kv_heads, seqlens_kv, page_size),
+    )  # fmt: skip
     check_algo(algo, workload, hw)
     config = config_from_options(
         algo,
@@ -177,6 +189,8 @@ def predict_cmd(
         persistent=persistent,
         pingpong=pingpong,
         warp_specialize=warp_specialize,
+        num_splits=num_splits,
+        pack_gqa=pack_gqa,
     )
     trace = build(algo, workload, hw, config, profile=_profile(profile))
     schedule = describe_config(algo, workload, hw, config)

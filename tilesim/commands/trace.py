@@ -37,14 +37,18 @@ from .common import (
     HeadDimOpt,
     HeadsOpt,
     JsonOpt,
+    KvHeadsOpt,
+    PageSizeOpt,
     PassOpt,
     SeqlenKvOpt,
     SeqlenOpt,
+    SeqlensKvOpt,
     SetOpt,
     check_output,
     console,
     gpu_from_options,
     print_json,
+    serving_options,
     workload_from_options,
 )
 
@@ -82,6 +86,20 @@ SpecializeOpt = Annotated[
     typer.Option(
         "--warp-specialize/--no-warp-specialize",
         help="v3: a TMA producer warpgroup.",
+        **_NO_DEFAULT,
+    ),
+]
+SplitsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--num-splits", help="v2: split the KV sequence over this many CTAs.", **_NO_DEFAULT
+    ),
+]
+PackGqaOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--pack-gqa/--no-pack-gqa",
+        help="v2: one CTA takes the query heads of a K/V head together.",
         **_NO_DEFAULT,
     ),
 ]
@@ -124,11 +142,12 @@ def config_from_options(
 
 
 def _build(
-    gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_, name, **cfg
-):
+    gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_, name,
+    serving, **cfg,
+):  # fmt: skip
     hw = gpu_from_options(gpu, sets)
     workload = workload_from_options(
-        batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_
+        batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_, **serving
     )
     config = config_from_options(algo, workload, hw, name, **cfg)
     return hw, build(algo, workload, hw, config)
@@ -147,6 +166,9 @@ def trace_show(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    kv_heads: KvHeadsOpt = None,
+    seqlens_kv: SeqlensKvOpt = None,
+    page_size: PageSizeOpt = 0,
     config_name: ConfigOpt = None,
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
@@ -156,6 +178,8 @@ def trace_show(
     persistent: PersistentOpt = None,
     pingpong: PingpongOpt = None,
     warp_specialize: SpecializeOpt = None,
+    num_splits: SplitsOpt = None,
+    pack_gqa: PackGqaOpt = None,
     cta: CtaOpt = None,
     launch_index: LaunchOpt = 0,
     as_json: JsonOpt = False,
@@ -163,9 +187,10 @@ def trace_show(
     """Show a trace: launches, grid, CTAs, shared memory, occupancy, the CTA program, counters."""
     hw, trace = _build(
         gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
-        config_name, block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
-        mma_path=mma_path, persistent=persistent, pingpong=pingpong,
-        warp_specialize=warp_specialize,
+        config_name, serving_options(kv_heads, seqlens_kv, page_size), block_m=block_m,
+        block_n=block_n, num_warps=num_warps, num_stages=num_stages, mma_path=mma_path,
+        persistent=persistent, pingpong=pingpong, warp_specialize=warp_specialize,
+        num_splits=num_splits, pack_gqa=pack_gqa,
     )  # fmt: skip
     from ..traces.counters import counters  # numpy: not for the rest of the CLI
 
@@ -214,6 +239,9 @@ def trace_export(
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
+    kv_heads: KvHeadsOpt = None,
+    seqlens_kv: SeqlensKvOpt = None,
+    page_size: PageSizeOpt = 0,
     config_name: ConfigOpt = None,
     block_m: BlockMOpt = None,
     block_n: BlockNOpt = None,
@@ -223,14 +251,17 @@ def trace_export(
     persistent: PersistentOpt = None,
     pingpong: PingpongOpt = None,
     warp_specialize: SpecializeOpt = None,
+    num_splits: SplitsOpt = None,
+    pack_gqa: PackGqaOpt = None,
 ) -> None:
     """Write a trace to a .trace.json file (replay it with `tilesim trace replay`)."""
     check_output(output, "--output", (SUFFIX,))
     _, trace = _build(
         gpu, sets, algo, batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_,
-        config_name, block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
-        mma_path=mma_path, persistent=persistent, pingpong=pingpong,
-        warp_specialize=warp_specialize,
+        config_name, serving_options(kv_heads, seqlens_kv, page_size), block_m=block_m,
+        block_n=block_n, num_warps=num_warps, num_stages=num_stages, mma_path=mma_path,
+        persistent=persistent, pingpong=pingpong, warp_specialize=warp_specialize,
+        num_splits=num_splits, pack_gqa=pack_gqa,
     )  # fmt: skip
     path = save(trace, output)
     ctas = sum(launch.num_ctas for launch in trace.launches)
