@@ -157,7 +157,8 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     tensors = qkvo_tensors(w) + [row_stat("LSE", w)]
     launches = (launch,)
     if w.dtype == "fp8":
-        vt = TensorSpec("VT", (w.batch, w.num_kv_heads, w.head_dim, -(-w.seqlen_kv // 16) * 16), "fp8")
+        n_pad = -(-w.seqlen_kv // 16) * 16
+        vt = TensorSpec("VT", (w.batch, w.num_kv_heads, w.head_dim, n_pad), "fp8")
         tensors.append(vt)
         launches = (_transpose_v(w), launch)
     return Trace(
