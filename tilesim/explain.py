@@ -42,6 +42,8 @@ NAMES = {
     "v3_fp8": "FlashAttention-3 (fp8)",
 }
 DECODE_KV = (8192, 32768)  # KV-cache lengths of the decode scenario
+PAGE_ROWS = 16  # rows of K/V per page of the decode section's paged cache (vLLM's default)
+PAGE_ENTRY_BYTES = 4  # one int32 page-table entry
 SHORT_SEQLEN = 128  # the launch-bound scenario: one short sequence
 WIDE_HEAD_DIM = 256  # the head dim whose tiles crowd shared memory
 OWN_TENSORS = ("Q", "K", "V", "O")  # inputs and output; anything else is extra memory
@@ -199,12 +201,14 @@ def _plan(gpu: GPU, w: Workload) -> dict[str, tuple[str, Workload, object]]:
             plan["v3_fp8"] = ("v3", _with(base, dtype="fp8"), None)
     fast = ("standard", "v2") + (("v3",) if hopper else ())
     for kv in DECODE_KV:
+        dec = _with(base, seqlen_q=1, seqlen_kv=kv, causal=False)
         for algo in fast:
-            plan[f"decode{kv}_{algo}"] = (
-                algo,
-                _with(base, seqlen_q=1, seqlen_kv=kv, causal=False),
-                None,
-            )
+            plan[f"decode{kv}_{algo}"] = (algo, dec, None)
+        # v2's grid of one CTA per (batch, head), not split: what the split-KV schedule beats
+        whole = default_config("v2", dec, gpu).replace(num_splits=1, pack_gqa=False)
+        plan[f"decode{kv}_v2_whole"] = ("v2", dec, whole)
+        # grouped-query heads: the user's, or 8 query heads per K/V head
+        plan[f"decode{kv}_v2_gqa"] = ("v2", _with(dec, kv_heads=decode_kv_heads(w)), None)
     for algo in fast:
         plan[f"short_{algo}"] = (
             algo,
@@ -216,6 +220,18 @@ def _plan(gpu: GPU, w: Workload) -> dict[str, tuple[str, Workload, object]]:
         heads = max(1, base.heads * base.head_dim // other)  # same H*d: same FLOPs
         plan[f"wide_{algo}"] = (algo, _with(base, head_dim=other, heads=heads), None)
     return plan
+
+
+DECODE_GROUP = 8  # query heads per K/V head of the decode section's GQA run (Llama-style)
+
+
+def decode_kv_heads(w: Workload) -> int:
+    """K/V heads of the decode section's grouped-query run: the workload's own when it
+    groups its heads, else heads / 8 (the largest divisor of heads at most that)."""
+    if w.group > 1:
+        return w.num_kv_heads
+    group = max(g for g in range(1, DECODE_GROUP + 1) if w.heads % g == 0)
+    return w.heads // group
 
 
 def _with(w: Workload, **changes) -> Workload:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from .explain import (
     DECODE_KV,
+    PAGE_ENTRY_BYTES,
+    PAGE_ROWS,
     Section,
     Story,
     fmt_pct,
@@ -22,38 +24,67 @@ from .explain import (
 def decode(st: Story) -> Section:
     title = "Where it stops paying (1): decode, one query against a long KV cache"
     algos = ("standard", "v2") + (("v3",) if st.hopper else ())
-    names = tuple(f"decode{kv}_{a}" for kv in DECODE_KV for a in algos)
+    names = tuple(f"decode{kv}_{a}" for kv in DECODE_KV for a in (*algos, "v2_whole", "v2_gqa"))
     missing = st.missing("decode", title, names)
     if missing:
         return missing
     gpu = st.gpu
+    peak = gpu.hbm_bandwidth_Bps
     main_speedup = st.p("standard").time_s / st.p("v2").time_s
-    nums: dict = {"main_speedup_v2_vs_standard": main_speedup, "by_kv": {}}
+    nums: dict = {"main_speedup_v2_vs_standard": main_speedup, "hbm_peak_Bps": peak, "by_kv": {}}
     parts = []
     for kv in DECODE_KV:
         ps = {a: st.p(f"decode{kv}_{a}") for a in algos}
-        v2 = ps["v2"]
-        best = min(algos, key=lambda a: ps[a].time_s)
-        intensity = v2.matmul_flops / v2.hbm_bytes
-        bw = v2.compulsory_hbm_bytes / v2.time_s
+        v2, whole, gqa = ps["v2"], st.p(f"decode{kv}_v2_whole"), st.p(f"decode{kv}_v2_gqa")
+        w = st.runs[f"decode{kv}_v2"].workload
+        wg = st.runs[f"decode{kv}_v2_gqa"].workload
+        split = st.runs[f"decode{kv}_v2"].trace.config.get("num_splits", 1)
+        bw = w.kv_bytes() / v2.time_s
         nums["by_kv"][kv] = {
             "time_s": {a: ps[a].time_s for a in algos},
             "speedup_v2_vs_standard": ps["standard"].time_s / v2.time_s,
-            "intensity_flop_per_byte": intensity,
-            "v2_ctas": v2.launches[-1].ctas,
+            "intensity_flop_per_byte": v2.matmul_flops / v2.hbm_bytes,
+            "kv_bytes_per_token": w.kv_bytes() // w.batch,
+            "num_splits": split,
+            "v2_ctas": v2.launches[0].ctas,
             "achieved_Bps": bw,
-            "hbm_share": bw / gpu.hbm_bandwidth_Bps,
+            "hbm_share": bw / peak,
+            "whole_time_s": whole.time_s,
+            "whole_ctas": whole.launches[0].ctas,
+            "whole_hbm_share": w.kv_bytes() / whole.time_s / peak,
+            "split_speedup": whole.time_s / v2.time_s,
+            "gqa_kv_heads": wg.num_kv_heads,
+            "gqa_time_s": gqa.time_s,
+            "gqa_kv_bytes_per_token": wg.kv_bytes() // wg.batch,
+            "gqa_hbm_share": wg.kv_bytes() / gqa.time_s / peak,
+            "gqa_speedup": v2.time_s / gqa.time_s,
+            "gqa_num_splits": st.runs[f"decode{kv}_v2_gqa"].trace.config.get("num_splits", 1),
             "bound": v2.bound,
-            "fastest": best,
+            "fastest": min(algos, key=lambda a: ps[a].time_s),
         }
+        n = nums["by_kv"][kv]
         parts.append(
-            f"KV {kv}: "
+            f"KV {kv}: each sequence's token reads {fmt_si(n['kv_bytes_per_token'])}B of K and "
+            f"V; "
             + ", ".join(f"{a} {fmt_time(ps[a].time_s)}" for a in algos)
-            + f"; v2 {fmt_x(ps['standard'].time_s / v2.time_s)} standard's speed, "
-            f"{intensity:.2f} FLOP/byte, K and V streamed at {bw / 1e12:.2f} TB/s "
-            f"({fmt_pct(bw / gpu.hbm_bandwidth_Bps)} of peak), bound: {v2.bound_text()}"
+            + f" — v2 splits the cache {split} ways ({n['v2_ctas']} CTAs for {gpu.sm_count} "
+            f"SMs) and streams K and V at {bw / 1e12:.2f} TB/s ({fmt_pct(n['hbm_share'])} of "
+            f"HBM's peak), {fmt_x(n['split_speedup'])} the speed of one CTA per (batch, head) "
+            f"({n['whole_ctas']} CTAs: {fmt_pct(n['whole_hbm_share'])} of peak); bound: "
+            f"{v2.bound_text()}"
         )
     w = st.runs[f"decode{DECODE_KV[0]}_v2"].workload
+    first = nums["by_kv"][DECODE_KV[0]]
+    group = w.heads // first["gqa_kv_heads"]
+    gqa = [
+        f"KV {kv}: {fmt_time(nums['by_kv'][kv]['gqa_time_s'])}, "
+        f"{fmt_x(nums['by_kv'][kv]['gqa_speedup'])} faster"
+        for kv in DECODE_KV
+    ]
+    split_gain = [v["split_speedup"] for v in nums["by_kv"].values()]
+    page = PAGE_ROWS * w.head_dim * w.elem_bytes  # one page of one K/V head
+    nums["page_rows"] = PAGE_ROWS
+    nums["page_table_share"] = PAGE_ENTRY_BYTES / (2 * page)
     text = [
         f"Generating a token, each of {w.batch}x{w.heads} heads has one query row against "
         "the whole cache. The score matrix is one row per head, so there is nothing big to "
@@ -66,10 +97,31 @@ def decode(st: Story) -> Section:
             else "does not shrink here:"
         ),
         "; ".join(parts) + ".",
-        f"v2's grid has one CTA per (batch, head) here "
-        f"({nums['by_kv'][DECODE_KV[0]]['v2_ctas']} for {gpu.sm_count} SMs), each walking "
-        "the whole cache alone; what helps decode is "
-        "splitting the KV sequence across CTAs (Flash-Decoding), not tiling.",
+        "Decode is a bandwidth problem: its time is the KV cache's bytes over the HBM "
+        "bandwidth the kernel reaches, and a kernel reaches it only with enough loads in "
+        "flight. Splitting the KV sequence across CTAs (Flash-Decoding: each split writes "
+        "a partial output and log-sum-exp, a second launch combines them) puts more CTAs "
+        "on the cache at the price of that launch: "
+        + (
+            f"here it pays, up to {fmt_x(max(split_gain))} the speed of one CTA per (batch, head)."
+            if max(split_gain) > 1.02
+            else f"here {first['whole_ctas']} CTAs of one (batch, head) each already stream "
+            f"near the peak, and the combine's launch costs more than the split gains "
+            f"({fmt_x(min(split_gain))}); with fewer sequences or heads the split pays."
+        ),
+        f"Grouped-query heads shrink the bytes themselves: with {first['gqa_kv_heads']} K/V "
+        f"heads for {w.heads} query heads (G = {group}) a token reads "
+        f"{fmt_si(first['gqa_kv_bytes_per_token'])}B per sequence instead of "
+        f"{fmt_si(first['kv_bytes_per_token'])}B, and packing the G query heads of a K/V "
+        "head into one CTA's Q block (FlashAttention-3's PackGQA) reads each K/V tile once "
+        "for all of them: " + "; ".join(gqa) + f". With {group}x fewer K/V heads there are "
+        f"{group}x fewer CTAs of work, so the split count rises to keep the SMs busy "
+        f"({first['num_splits']} -> {first['gqa_num_splits']} at KV {DECODE_KV[0]}).",
+        f"A paged cache (vLLM's PagedAttention) adds one page-table entry per page: "
+        f"{PAGE_ENTRY_BYTES} bytes per {PAGE_ROWS}-row page of K and V, "
+        f"{fmt_pct(nums['page_table_share'])} more bytes; its cost is the gather — each page "
+        "is its own small transfer, which a TMA tile load cannot span — which tilesim does "
+        "not model yet.",
     ]
     return Section("decode", title, text, nums)
 

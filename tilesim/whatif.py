@@ -280,6 +280,11 @@ def _row(
         "speedup": None,
         "error": error,
     }
+    # serving shapes only: the rows of square multi-head shapes stay as they were
+    if w.seqlen_kv != w.seqlen_q:
+        row["seqlen_kv"] = w.seqlen_kv
+    if w.group > 1:
+        row["kv_heads"] = w.num_kv_heads
     if out is not None and out.prediction is not None:
         p = out.prediction
         row.update(time_s=p.time_s, tflops=p.tflops, bound=p.bound, hbm_bytes=p.hbm_bytes)

@@ -153,6 +153,18 @@ def test_limits_equal_the_engine(h100_story):
             assert dec[kv]["time_s"][algo] == _sim(gpu, algo, wd).time_s
         # one query row: 4*N*d FLOPs over 2*N*d*2 bytes of K and V, about 1 FLOP/byte
         assert dec[kv]["intensity_flop_per_byte"] == pytest.approx(1.0, rel=0.05)
+        # the split-KV schedule, against one CTA per (batch, head) and against GQA
+        n = dec[kv]
+        split = default_config("v2", wd, gpu)
+        assert n["num_splits"] == split.num_splits > 1
+        whole = _sim(gpu, "v2", wd, split.replace(num_splits=1, pack_gqa=False))
+        assert n["whole_time_s"] == whole.time_s and n["whole_ctas"] == B * H
+        assert n["split_speedup"] == whole.time_s / n["time_s"]["v2"]
+        wg = Workload(B, H, 1, kv, D, kv_heads=n["gqa_kv_heads"])
+        assert H // n["gqa_kv_heads"] == 4  # H = 4: the largest group up to 8
+        assert n["gqa_time_s"] == _sim(gpu, "v2", wg).time_s < n["time_s"]["v2"]
+        assert n["kv_bytes_per_token"] == 4 * n["gqa_kv_bytes_per_token"] == 2 * H * kv * D * 2
+        assert n["hbm_share"] == wd.kv_bytes() / n["time_s"]["v2"] / gpu.hbm_bandwidth_Bps
     short = expl.section("short").numbers
     ws = Workload(1, H, SHORT_SEQLEN, SHORT_SEQLEN, D)
     ps = _sim(gpu, "standard", ws)

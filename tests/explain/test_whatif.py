@@ -256,9 +256,35 @@ def test_cli_json_plot_and_cache(tmp_path):
     assert table.returncode == 0 and "speed-up" in table.stdout and "1.00x" in table.stdout
 
 
+def test_cli_sweeps_serving_shapes(tmp_path):
+    """Decode against two cache lengths, grouped heads: "what if HBM were 2x faster?"."""
+    r = run_tilesim(
+        "whatif", "--gpu", "h100", "--vary", "hbm_bandwidth_Bps=1x,2x", "--algos", "v2",
+        "-n", "1", "--seqlens-kv", "16384,65536", "--kv-heads", "8", "-b", "8", "-H", "32",
+        "-d", "128", "--jobs", "1", "--no-cache", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert [(x["seqlen"], x["seqlen_kv"]) for x in rows] == [(1, 16384)] * 2 + [(1, 65536)] * 2
+    assert all(x["kv_heads"] == 8 for x in rows)
+    # a long decode reads the cache once: twice the bandwidth, nearly twice the speed
+    fast = [x for x in rows if x["settings"]["hbm_bandwidth_Bps"] == "2x"]
+    assert all(1.5 < x["speedup"] <= 2.0 for x in fast), fast
+
+
+def test_serving_shapes_default_batch_fills_16k_tokens_of_cache():
+    ws = shapes([1], [128], seqlens_kv=[4096, 32768], kv_heads=4)
+    assert [(w.batch, w.heads, w.seqlen_q, w.seqlen_kv, w.num_kv_heads) for w in ws] == [
+        (4, 16, 1, 4096, 4),
+        (1, 16, 1, 32768, 4),
+    ]
+
+
 @pytest.mark.parametrize(
     "extra, words",
     [
+        (["--vary", "hbm_bandwidth_Bps=2x", "--kv-heads", "3"], "multiple of kv_heads (3)"),
+        (["--vary", "hbm_bandwidth_Bps=2x", "--seqlens-kv", "x"], "--seqlens-kv"),
         (["--vary", "hbm_bandwith_Bps=2x"], "unknown hardware key"),
         (["--vary", "hbm_bandwidth_Bps=2x", "--algos", "v9"], "unknown algorithm 'v9'"),
         (["--vary", "hbm_bandwidth_Bps=2x", "--seqlens", "1k"], "--seqlens"),

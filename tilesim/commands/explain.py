@@ -117,6 +117,11 @@ def _workload(
     )
 
 
+def _seqlens(row: dict) -> str:
+    """A what-if row's N: ``N`` square, ``N_q/N_kv`` against a longer KV cache."""
+    return f"{row['seqlen']}/{row['seqlen_kv']}" if "seqlen_kv" in row else str(row["seqlen"])
+
+
 def _algos(text: str | None, gpu: GPU, workload: Workload) -> list[str]:
     """The algorithms asked for, or all that run on this GPU and dtype."""
     if text is None:
@@ -604,7 +609,7 @@ def _print_sweep(result) -> None:
             if r["error"] not in notes:
                 notes.append(r["error"])
             table.add_row(
-                str(r["seqlen"]),
+                _seqlens(r),
                 str(r["head_dim"]),
                 r["algo"],
                 *settings,
@@ -616,7 +621,7 @@ def _print_sweep(result) -> None:
             continue
         speed = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
         table.add_row(
-            str(r["seqlen"]),
+            _seqlens(r),
             str(r["head_dim"]),
             r["algo"],
             *settings,
