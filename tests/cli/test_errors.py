@@ -65,6 +65,17 @@ def test_parsing_errors_are_one_line_naming_the_option(args, fragment):
         (["predict", "-n", "9" * 40], "40-digit"),
         (["gantt", "-o", "g.png", "--sms", "1000000"], "--sms"),
         (["whatif", "--vary", "sm_count=1x,1e300x"], "sm_count"),
+        # serving shapes
+        (["predict", "-H", "8", "--kv-heads", "3"], "heads (8) must be a multiple of kv_heads (3)"),
+        (["predict", "-n", "2048", "--seqlen-kv", "1024", "--causal"], "would see no key"),
+        (["predict", "--kv-heads", "2", "--algo", "v1"], "grouped-query heads"),
+        (["predict", "-b", "2", "--seqlens-kv", "100"], "one KV length per sequence (2)"),
+        (["predict", "--seqlens-kv", "1,x"], "--seqlens-kv expects comma-separated integers"),
+        (["predict", "--page-size", "24"], "page_size must be 0 (no pages) or a power of two"),
+        (["predict", "--page-size", "16"], "paged (page_size) workloads have no schedule yet"),
+        (["predict", "-n", "1", "--seqlen-kv", "4096", "--num-splits", "200"], "num_splits"),
+        (["predict", "--algo", "v3", "--num-splits", "2"], "schedule of the v2 forward"),
+        (["trace", "show", "--seqlen-kv", "2000000", "-n", "1"], "seqlen_kv must be at most"),
     ],
 )
 def test_limits_are_refused_before_any_work(args, fragment, tmp_path, monkeypatch):

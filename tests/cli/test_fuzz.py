@@ -92,8 +92,14 @@ OPTIONS = {
     "--fidelity": st.sampled_from(["fast", "detailed", "exact"]),
     "--timeline-window": st.sampled_from(["0:5", "5:0", "a:b", "0:1e300", "nan:1"]),
     "--pass": st.sampled_from(["fwd", "bwd", "sideways"]),
+    # serving shapes: grouped heads, a longer cache, varlen, pages, the decode kernel
+    "--kv-heads": st.sampled_from(["1", "2", "3", "0", "8"]),
+    "--seqlen-kv": st.sampled_from(["1", "128", "4096", "100", "70000", "2000000"]),
+    "--seqlens-kv": st.sampled_from(["128", "1,2", "300,100", "0,1", "abc", ","]),
+    "--page-size": st.sampled_from(["0", "16", "24", "-1"]),
+    "--num-splits": st.sampled_from(["1", "2", "3", "200", "0"]),
 }
-FLAGS = ["--causal", "--json", "--persistent", "--no-pingpong"]
+FLAGS = ["--causal", "--json", "--persistent", "--no-pingpong", "--pack-gqa"]
 
 
 @st.composite
@@ -109,6 +115,43 @@ def command_lines(draw):
     if "-n" not in args:  # legal draws stay small: quick to simulate
         args += ["-n", "256", "-b", "1", "-H", "1"]
     return args
+
+
+SERVING = {
+    "batch": st.integers(-1, 3),
+    "heads": st.integers(1, 8),
+    "seqlen_q": st.sampled_from([1, 2, 64, 300, 1 << 17]),
+    "seqlen_kv": st.sampled_from([1, 100, 4096, 1 << 20, (1 << 20) + 1]),
+    "head_dim": st.sampled_from([64, 128, 96]),
+    "causal": st.booleans(),
+    "kv_heads": st.one_of(st.none(), st.integers(-1, 9), st.just("2")),
+    "seqlens_kv": st.one_of(
+        st.none(), st.lists(st.integers(-1, 5000), max_size=4).map(tuple), st.just("1,2")
+    ),
+    "page_size": st.sampled_from([0, 1, 16, 24, -16, True]),
+    "page_table": st.one_of(
+        st.none(),
+        st.lists(st.lists(st.integers(-1, 9), max_size=300).map(tuple), max_size=4).map(tuple),
+        st.just(((0, "1"),)),
+    ),
+}
+
+
+@FUZZ
+@given(kw=st.fixed_dictionaries({}, optional=SERVING))
+def test_workloads_are_built_or_refused_in_one_line(kw):
+    """Any serving fields: a valid workload whose FLOPs and K/V bytes are finite and
+    positive, or one TilesimError line (never another exception)."""
+    base = {"batch": 1, "heads": 4, "seqlen_q": 64, "seqlen_kv": 64, "head_dim": 64}
+    try:
+        w = Workload(**(base | kw))
+    except TilesimError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert w.heads % w.num_kv_heads == 0
+    assert not (w.causal and w.seqlen_q > w.seqlen_kv)
+    assert 0 < w.flops() < math.inf and w.kv_bytes() > 0
+    assert Workload(**w.to_dict()) == w
 
 
 @FUZZ
