@@ -76,6 +76,11 @@ def build_external(name: str, workload: Workload, gpu: GPU, profile=compiled.DEF
         raise TilesimError(f"unknown external kernel {name!r} (choose from {', '.join(EXTERNAL)})")
     if workload.pass_ != "fwd" or workload.dtype not in ("fp16", "bf16"):
         raise TilesimError(f"{name}: tilesim has its forward schedule for fp16 and bf16 only")
+    if workload.group > 1 or (workload.causal and workload.causal_shift):
+        raise TilesimError(
+            f"{name}: tilesim has its schedule of multi-head attention only (no grouped-query "
+            "heads, no causal diagonal shifted by a longer KV)"
+        )
     if name == "sdpa-flash":
         return sdpa_flash.build(workload, gpu, profile)
     return sdpa_math.build(workload, gpu)

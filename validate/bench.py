@@ -344,6 +344,9 @@ def _fa4_run(q, k, v, causal: bool):
 
 
 def _sdpa_run(backend: str, q, k, v, causal: bool, torch):
+    """SDPA on one backend. Grouped-query heads go in as they are (``enable_gqa``); a
+    causal mask of fewer queries than keys is ``causal_lower_right`` (bottom-right, as
+    tilesim's), which ``is_causal`` is not (top-left)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
@@ -353,7 +356,14 @@ def _sdpa_run(backend: str, q, k, v, causal: bool, torch):
         "efficient": SDPBackend.EFFICIENT_ATTENTION,
         "cudnn": SDPBackend.CUDNN_ATTENTION,
     }[backend]
-    return (lambda: sdpa(q, k, v, is_causal=causal)), sdpa_kernel([which])
+    gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
+    n_q, n_kv = q.shape[2], k.shape[2]
+    if causal and n_q != n_kv:
+        from torch.nn.attention.bias import causal_lower_right
+
+        mask = causal_lower_right(n_q, n_kv)
+        return (lambda: sdpa(q, k, v, attn_mask=mask, **gqa)), sdpa_kernel([which])
+    return (lambda: sdpa(q, k, v, is_causal=causal, **gqa)), sdpa_kernel([which])
 
 
 def _standard_parts(q, k, v, causal, config, warmup_ms, rep_ms) -> dict:

@@ -211,7 +211,15 @@ def sdpa_flash_config(workload: Workload) -> KernelConfig | None:
 
 
 def _sdpa_forward(workload: Workload) -> bool:
-    return workload.pass_ == "fwd" and workload.dtype in ("fp16", "bf16")
+    """SDPA's schedules: the fp16/bf16 forward of multi-head shapes (tilesim has none of
+    its grouped-query or shifted-diagonal runs)."""
+    w = workload
+    return (
+        w.pass_ == "fwd"
+        and w.dtype in ("fp16", "bf16")
+        and w.group == 1
+        and not (w.causal and w.causal_shift)
+    )
 
 
 # External kernels whose schedule tilesim predicts (traces.EXTERNAL): bench impl -> whether

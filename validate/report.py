@@ -273,7 +273,13 @@ def _label(p: Point) -> str:
     w = p.workload
     mask = "causal" if w.causal else "full"
     algo = p.algo if w.pass_ == "fwd" else f"{p.algo} {w.pass_}"
-    return f"{algo} {w.dtype} d={w.head_dim} N={w.seqlen_q} {mask}"
+    return f"{algo} {w.dtype} d={w.head_dim} N={seqlens(w)} {mask}"
+
+
+def seqlens(w) -> str:
+    """``N`` of a square shape; ``N_q/N_kv`` (and ``H_kv`` K/V heads) of a serving one."""
+    n = str(w.seqlen_q) if w.seqlen_kv == w.seqlen_q else f"{w.seqlen_q}/{w.seqlen_kv}"
+    return n if w.group == 1 else f"{n} H_kv={w.num_kv_heads}"
 
 
 # -- inputs ---------------------------------------------------------------------------------
@@ -336,10 +342,11 @@ def best_preset(docs: Sequence[tuple[str, dict]]) -> str:
 
 
 def set_name(doc: dict) -> str:
-    """The validation set a validate or bench file measured: "grid" or "random (seed S)"."""
+    """The validation set a validate or bench file measured: "grid", "random (seed S)" or
+    "serving (seed S)"."""
     meta = doc["metadata"]
-    if meta.get("grid") == "random":
-        return f"random (seed {meta.get('seed')})"
+    if meta.get("grid") in ("random", "serving"):
+        return f"{meta['grid']} (seed {meta.get('seed')})"
     return "grid"
 
 
@@ -735,7 +742,7 @@ def to_markdown(report: Report) -> str:
         algo = p.algo if w.pass_ == "fwd" else f"{p.algo} {w.pass_}"
         spread = "-" if p.spread is None else f"{100 * p.spread:.1f}% ({len(p.runs)})"
         lines.append(
-            f"| {p.set_name} | {algo} | {w.dtype} | {w.head_dim} | {w.seqlen_q} | "
+            f"| {p.set_name} | {algo} | {w.dtype} | {w.head_dim} | {seqlens(w)} | "
             f"{'causal' if w.causal else 'full'} | {w.batch} | {w.heads} | "
             f"{p.measured_s * 1e3:.3f} | {spread} | "
             f"{_fmt(p.predicted_s and p.predicted_s * 1e3, '.3f')} | "

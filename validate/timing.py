@@ -58,7 +58,8 @@ FP8_MAX = 448.0  # largest finite e4m3 value
 
 
 def make_inputs(w: Workload, seed: int):
-    """Fresh random q, k, v [B, H, N, d] on the GPU, and the fp8 descale factors.
+    """Fresh random q [B, H, N_q, d], k, v [B, H_kv, N_kv, d] on the GPU, and the fp8
+    descale factors.
 
     Standard-normal entries (never zeros: they hide unwritten outputs and run
     faster than real data). FP8 inputs are scaled per tensor so the largest
@@ -70,8 +71,8 @@ def make_inputs(w: Workload, seed: int):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     shapes = {
         "q": (w.batch, w.heads, w.seqlen_q, w.head_dim),
-        "k": (w.batch, w.heads, w.seqlen_kv, w.head_dim),
-        "v": (w.batch, w.heads, w.seqlen_kv, w.head_dim),
+        "k": (w.batch, w.num_kv_heads, w.seqlen_kv, w.head_dim),
+        "v": (w.batch, w.num_kv_heads, w.seqlen_kv, w.head_dim),
     }
     tensors, scales = {}, {}
     for name, shape in shapes.items():
@@ -116,9 +117,11 @@ def check_output(
     worst = 0.0
     # the first and the last (batch, head): a wrong batch/head stride shows up there,
     # without a float32 n x n reference for every head
+    group = q.shape[1] // k.shape[1]  # query heads per K/V head
     for b, h in dict.fromkeys([(0, 0), (b_last, h_last)]):
         sl = (slice(b, b + 1), slice(h, h + 1))
-        ref = reference(q[sl], k[sl], v[sl], causal, **scales)
+        kv = (slice(b, b + 1), slice(h // group, h // group + 1))
+        ref = reference(q[sl], k[kv], v[kv], causal, **scales)
         worst = max(worst, rel_error(result[sl].float(), ref))
     return worst
 

@@ -336,6 +336,11 @@ def _write_transferred(measured, transfer_to, date, names, preset_out, json_out)
 # -- bench --------------------------------------------------------------------------------
 
 
+BENCH_RANDOM_POINTS = 60  # --grid random's draws, bench and validate
+VALIDATE_RANDOM_POINTS = 150
+SERVING_POINTS = 12  # --grid serving's random decode shapes
+
+
 def bench(
     seqlens: SeqlensOpt = None,
     head_dims: HeadDimsOpt = None,
@@ -366,15 +371,22 @@ def bench(
         str,
         typer.Option(
             "--grid",
-            help="grid (16k tokens per batch, H·d = 2048) or random: forward shapes drawn by "
+            help="grid (16k tokens per batch, H·d = 2048), random: forward shapes drawn by "
             "--seed as `validate --grid random` draws them, for the external kernels with a "
-            "schedule (sdpa-flash, sdpa-math), one after the other.",
+            "schedule (sdpa-flash, sdpa-math), one after the other, or serving: the shapes of "
+            "`validate --grid serving` for SDPA's flash, cuDNN and efficient backends.",
         ),
     ] = "grid",
     seed: Annotated[int, typer.Option("--seed", help="--grid random: the draw's seed.")] = 0,
     count: Annotated[
-        int, typer.Option("--points", help="--grid random: how many shapes to draw.")
-    ] = 60,
+        int | None,
+        typer.Option(
+            "--points",
+            help="--grid random: how many shapes to draw [60]; serving: how many random "
+            "decode shapes [12].",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Time tilesim's kernels and PyTorch SDPA's backends on the same shapes (TFLOPS table)."""
@@ -388,12 +400,13 @@ def bench(
     which = parse_bench_pass(pass_)
     if dtype not in ("fp16", "bf16"):
         raise TilesimError(f"--dtype must be fp16 or bf16 for bench, got {dtype!r}")
-    if grid_name not in ("grid", "random"):
-        raise TilesimError(f"--grid must be grid or random, got {grid_name!r}")
+    if grid_name not in ("grid", "random", "serving"):
+        raise TilesimError(f"--grid must be grid, random or serving, got {grid_name!r}")
     meta_extra = {"grid": grid_name}
     if grid_name == "random":
         from ..validate.random_set import EXTERNAL_KINDS
 
+        count = BENCH_RANDOM_POINTS if count is None else count
         if which != "fwd":
             raise TilesimError("--grid random draws forward shapes: leave --pass at fwd")
         chosen = tuple(i for i in b.parse_impls(impls or ",".join(EXTERNAL_KINDS)))
@@ -403,6 +416,14 @@ def bench(
                 f"({', '.join(EXTERNAL_KINDS)}); tilesim's own: `tilesim validate --grid random`"
             )
         meta_extra.update(seed=seed, points_drawn=count)
+    elif grid_name == "serving":
+        from ..validate.serving_set import PEERS, serving_bench_shapes
+
+        if which != "fwd":
+            raise TilesimError("--grid serving times forward shapes: leave --pass at fwd")
+        chosen = b.parse_impls(impls or ",".join(PEERS))
+        shapes = serving_bench_shapes(seed, SERVING_POINTS if count is None else count)
+        meta_extra.update(seed=seed, points_drawn=len(shapes))
     else:
         chosen = b.parse_impls(impls, which)
         shapes = grid.bench_shapes(ns, ds, masks, dtype, pass_=which)
@@ -417,7 +438,8 @@ def bench(
 
         gpu = load_gpu(base_preset_for(torch.cuda.get_device_name(0)))
         shapes = external_shapes(gpu, seed, count, chosen)
-    path = out or _default_out(f"-bench-random{seed}" if grid_name == "random" else "-bench")
+    suffix = {"random": f"-bench-random{seed}", "serving": f"-bench-serving{seed}"}
+    path = out or _default_out(suffix.get(grid_name, "-bench"))
     doc = b.run_bench(
         shapes,
         path,
@@ -487,15 +509,23 @@ def validate(
         str,
         typer.Option(
             "--grid",
-            help="grid (16k tokens per batch, H·d = 2048, N a power of two) or random "
+            help="grid (16k tokens per batch, H·d = 2048, N a power of two), random "
             "(shapes drawn by --seed: batch, heads 1-64, N 128-32k, d 64/128, causal or not, "
-            "fp16/bf16/fp8; the forward of every algorithm, standard's and v2's backward).",
+            "fp16/bf16/fp8; the forward of every algorithm, standard's and v2's backward) or "
+            "serving (decode against KV caches of 1k-128k, batch 1-256, GQA groups 1/4/8, "
+            "--points more drawn by --seed; grouped-query prefill of v2 and v3).",
         ),
     ] = "grid",
     seed: Annotated[int, typer.Option("--seed", help="--grid random: the draw's seed.")] = 0,
     count: Annotated[
-        int, typer.Option("--points", help="--grid random: how many shapes to draw.")
-    ] = 150,
+        int | None,
+        typer.Option(
+            "--points",
+            help="--grid random: how many shapes to draw [150]; serving: how many random "
+            "decode shapes [12].",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Check, time and predict tilesim's kernels over the validation grid (or a random set)."""
@@ -511,10 +541,12 @@ def validate(
     ds = parse_ints(head_dims, "--head-dims", (128,) if quick else grid.HEAD_DIMS)
     masks = parse_mask(mask)
     passes = parse_validate_pass(pass_)
-    if grid_name not in ("grid", "random"):
-        raise TilesimError(f"--grid must be grid or random, got {grid_name!r}")
+    if grid_name not in ("grid", "random", "serving"):
+        raise TilesimError(f"--grid must be grid, random or serving, got {grid_name!r}")
     if seed < 0:
         raise TilesimError(f"--seed must be 0 or more, got {seed}")
+    if count is None:
+        count = SERVING_POINTS if grid_name == "serving" else VALIDATE_RANDOM_POINTS
     if not 1 <= count <= 10_000:
         raise TilesimError(f"--points must be between 1 and 10000, got {count}")
     if workers < 0:
@@ -540,6 +572,11 @@ def validate(
             if p.algo in chosen and p.workload.pass_ in passes
         ]
         meta_extra = {"grid": "random", "seed": seed, "points_drawn": count}
+    elif grid_name == "serving":
+        from ..validate.serving_set import serving_points
+
+        points = [p for p in serving_points(gpu, seed, count) if p.algo in chosen]
+        meta_extra = {"grid": "serving", "seed": seed, "points_drawn": count}
     else:
         points = grid.validate_grid(
             gpu, chosen, ns, ds, masks, spot_checks and not quick, passes=passes
@@ -550,7 +587,8 @@ def validate(
             f"no point to validate: {', '.join(chosen)} with --pass {pass_} (the backward "
             f"grid has {', '.join(grid.BACKWARD_ALGOS)})"
         )
-    path = out or _default_out(f"-random{seed}" if grid_name == "random" else "")
+    suffix = {"random": f"-random{seed}", "serving": f"-serving{seed}"}.get(grid_name, "")
+    path = out or _default_out(suffix)
     log(f"validating {len(points)} points on {device}; predicting with {', '.join(names)}")
     doc = run.run_validate(
         points,
