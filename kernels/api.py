@@ -89,9 +89,10 @@ def attention(
 ) -> torch.Tensor:
     """softmax(Q Kᵀ · sm_scale) V with one of tilesim's Triton kernels.
 
-    q: [B, H, Nq, d]; k, v: [B, H, Nk, d]; fp16 or bf16 (fp8 e4m3 for v3), on a
-    CUDA GPU (or on the CPU under ``TRITON_INTERPRET=1``). d in 64, 128, 256.
-    ``causal`` masks column j > row i (top-left aligned, as torch's ``is_causal``).
+    q: [B, H, Nq, d]; k, v: [B, H_kv, Nk, d] (H a multiple of H_kv: grouped-query heads,
+    v2 and v3); fp16 or bf16 (fp8 e4m3 for v3), on a CUDA GPU (or on the CPU under
+    ``TRITON_INTERPRET=1``). d in 64, 128, 256. ``causal`` masks column j > row
+    i + Nk - Nq (aligned bottom-right, as FlashAttention >= 2.1; Nq > Nk is refused).
     ``sm_scale`` defaults to 1/sqrt(d). ``algo``: standard, v1, v2, v3 (Hopper only).
     ``config``: a KernelConfig; default ``traces.config.default_config`` for this
     workload and GPU (predict with the same config to compare). ``out``: an optional

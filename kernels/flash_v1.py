@@ -18,8 +18,9 @@ Different threads of the program may write and later read the same O_i
 element, so a ``tl.debug_barrier()`` (bar.sync, which also orders global
 memory within the CTA) closes each outer step and the initialisation.
 
-Causal (top-left aligned): for K/V block j the inner loop starts at the first Q
-block that has a row i >= j·block_n; fully masked blocks are skipped.
+Causal (Nq = Nk: v1 has no shifted diagonal, traces.config.check_serving): for
+K/V block j the inner loop starts at the first Q block that has a row
+i >= j·block_n; fully masked blocks are skipped.
 """
 
 from __future__ import annotations

@@ -19,9 +19,8 @@ trips would lose accuracy the algorithm does not). As in the forward, threads
 of the program write dQ_i elements that other threads read in the next outer
 step, so a ``tl.debug_barrier()`` closes the initialisation and every outer step.
 
-Causal (top-left aligned): the inner loop of block j starts at the first Q block
-with a row i >= j·block_n. A K/V block no query sees (Nk > Nq) runs no inner
-step and stores dK_j = dV_j = 0.
+Causal (Nq = Nk: no shifted diagonal in the backward, traces.config.check_serving):
+the inner loop of block j starts at the first Q block with a row i >= j·block_n.
 """
 
 from __future__ import annotations

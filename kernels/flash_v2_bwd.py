@@ -16,11 +16,11 @@ The forward kept O and the natural-log log-sum-exp (LSE) of each row
    S = Q_m K_jᵀ, P = exp2(S·scale·log2e − LSE·log2e), dP = dO_m V_jᵀ,
    dS = P ∘ (dP − D), dQ += dS K_j; at the end dQ ·= scale, written once.
 
-Causal (top-left aligned, as the forward): ``bwd_dkdv`` walks the Q blocks
-straddling its diagonal first (with the mask), then the Q blocks that see the
-whole K/V block (no mask); a K/V block that no query sees (Nk > Nq) stores
-zeros. ``bwd_dq`` walks the K/V blocks its Q block sees whole, then the
-diagonal ones (with the mask), as the forward does.
+Causal (Nq = Nk: no shifted diagonal in the backward, traces.config.check_serving):
+``bwd_dkdv`` walks the Q blocks straddling its diagonal first (with the mask),
+then the Q blocks that see the whole K/V block (no mask). ``bwd_dq`` walks the K/V
+blocks its Q block sees whole, then the diagonal ones (with the mask), as the
+forward does.
 
 Partial blocks need no score mask: a row past Nq loads LSE = +inf, so its P is 0;
 a K/V row past Nk loads K = V = 0, so it adds nothing to dQ, and its own dK/dV

@@ -18,10 +18,11 @@ with dQ in its own pass instead of atomic adds:
    P = exp2(S*scale - LSE), dP = dO_m V_j^T, dS = P * (dP - D), dQ += dS K_j; at
    the end dQ *= scale and dQ is written once.
 
-Causal (top-left, as the forward): ``bwd_dkdv`` visits only the Q blocks that
-see K block n — first the blocks straddling the diagonal, which pay the mask,
-then the blocks that see it entirely; ``bwd_dq`` walks the K/V blocks its Q
-block sees entirely, then the diagonal ones, as the forward does.
+Causal (N_q = N_kv: no shifted diagonal here, config.check_serving): ``bwd_dkdv``
+visits only the Q blocks that see K block n — first the blocks straddling the
+diagonal, which pay the mask, then the blocks that see it entirely; ``bwd_dq``
+walks the K/V blocks its Q block sees entirely, then the diagonal ones, as the
+forward does.
 
 Closed forms (non-causal, N_q = N_kv = N, exact for any N including partial
 tiles, since every (Q block, K block) pair is visited once per launch):
