@@ -15,6 +15,7 @@ from ..errors import TilesimError
 ALGOS = ("standard", "v1", "v2", "v3")
 DTYPES = ("fp16", "bf16", "fp8")
 PASSES = ("fwd", "bwd", "fwd_bwd")  # forward, backward, or both in one trace
+V1_KERNELS = ("algorithm1", "released")  # KernelConfig.v1_kernel
 # Head dims the kernels and the trace generators support.
 HEAD_DIMS = (64, 128, 256)
 # Largest sizes a simulation finishes in minutes: a longer sequence is refused, not
@@ -85,21 +86,41 @@ class KernelConfig:
     warp_specialize: bool = False
     pingpong: bool = False
     persistent: bool = False
+    # v1 only: which program runs ("algorithm1": the FlashAttention paper's Algorithm 1;
+    # "released": the released FlashAttention-1 kernel, block_m-row Q steps against a
+    # block_n-key K/V block held on chip, its keys split across the num_warps warps),
+    # and the released kernel's CTAs per (batch, head).
+    v1_kernel: str = "algorithm1"
+    num_splits: int = 1  # CTAs per (batch, head): Q steps (forward), K/V blocks (backward)
 
     def __post_init__(self) -> None:
-        for name in ("block_m", "block_n", "num_warps", "num_stages"):
+        for name in ("block_m", "block_n", "num_warps", "num_stages", "num_splits"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise TilesimError(f"{name} must be a positive integer, got {value!r}")
             # tile sizes and warp counts are powers of two (tl.arange, warpgroups);
             # a pipeline depth is any count (Triton's usual num_stages is 3)
-            if name != "num_stages" and value & (value - 1):
+            if name not in ("num_stages", "num_splits") and value & (value - 1):
                 raise TilesimError(f"{name} must be a power of two, got {value}")
         if self.mma_path not in ("wgmma", "mma_sync"):
             raise TilesimError(f"unknown mma_path {self.mma_path!r} (choose wgmma or mma_sync)")
         for name in ("warp_specialize", "pingpong", "persistent"):
             if not isinstance(getattr(self, name), bool):
                 raise TilesimError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.v1_kernel not in V1_KERNELS:
+            raise TilesimError(
+                f"unknown v1_kernel {self.v1_kernel!r} (choose {' or '.join(V1_KERNELS)})"
+            )
+        if self.v1_kernel == "algorithm1" and self.num_splits != 1:
+            raise TilesimError(
+                "num_splits belongs to v1_kernel='released'; Algorithm 1 runs one CTA "
+                "per (batch, head)"
+            )
+        if self.v1_kernel == "released" and self.block_n < 16 * self.num_warps:
+            raise TilesimError(
+                f"block_n={self.block_n} must give each of the {self.num_warps} warps "
+                "at least 16 keys (a tensor-core tile)"
+            )
 
     def replace(self, **changes) -> KernelConfig:
         return dataclasses.replace(self, **changes)
