@@ -132,15 +132,31 @@ def _v1_released_fwd(
         first = start_n // BLOCK_M if CAUSAL else 0
         step = first + (split - first % n_split + n_split) % n_split
         q, o_old, lse_old = _step_loads(
-            Q, Acc, LSE, step * BLOCK_M + offs_m0, offs_d, n_q, stride_qm, stride_qd, seen,
+            Q,
+            Acc,
+            LSE,
+            step * BLOCK_M + offs_m0,
+            offs_d,
+            n_q,
+            stride_qm,
+            stride_qd,
+            seen,
             HEAD_DIM,
         )
         while step < n_steps:
             rows = step * BLOCK_M + offs_m0
             # -- the next step's inputs, loaded while this one computes --
             q_next, o_next, lse_next = _step_loads(
-                Q, Acc, LSE, rows + n_split * BLOCK_M, offs_d, n_q, stride_qm, stride_qd,
-                seen, HEAD_DIM,
+                Q,
+                Acc,
+                LSE,
+                rows + n_split * BLOCK_M,
+                offs_d,
+                n_q,
+                stride_qm,
+                stride_qd,
+                seen,
+                HEAD_DIM,
             )
             # -- S = Q Kᵀ: each warp its keys; m, P, ℓ (maxima and sums across warps) --
             s = tl.dot(q, kt)

@@ -107,6 +107,8 @@ def _fa1_algorithm1(workload: Workload, gpu: GPU) -> KernelConfig:
 # The released FlashAttention-1 kernel (flash-attn 1.0.x, csrc/flash_attn/src; docs/fa1.md):
 FA1_STEP_ROWS = 16  # Q rows per inner step (kernel traits' STEP)
 FA1_KV_ELEMS = 256 * 64  # one K/V block: 256 keys at d <= 64, 128 at d = 128 (fmha_api.cpp)
+FA1_FWD_WARPS, FA1_BWD_WARPS = 4, 8  # the forward's and backward's kernel traits
+FA1_MAX_HEAD_DIM = 128  # fmha_api.cpp: head_size <= 128
 FA1_MAX_SPLITS = 30  # num_splits_heuristic_fwd's cap
 FA1_SPLIT_EFFICIENCY = 0.95  # the fewest splits within this share of the best wave efficiency
 
@@ -115,19 +117,16 @@ def fa1_released(workload: Workload, gpu: GPU) -> KernelConfig:
     """The released FlashAttention-1 kernel's structure, as tilesim's v1 kernel runs it.
 
     16-row Q steps against a K/V block held on chip (256 keys at d <= 64, 128 at d =
-    128; 64 at d = 256, which the released kernel did not take), mma.sync, the keys of
-    a block split across the warps (4 forward, 8 backward); the next Q step loaded
-    during this one (2 stages). num_splits: the released launchers' heuristics.
+    128), mma.sync, the block's keys split across the warps (4 forward, 8 backward);
+    num_splits by the released launchers' heuristics. The released kernel took
+    d <= 128 only: at d = 256 v1 runs the paper's Algorithm 1 (``fa1-algorithm1``).
     """
     d = workload.head_dim
-    block_n = max(FA1_STEP_ROWS, min(256, FA1_KV_ELEMS // d))
-    # 8 warps backward; 4 at d = 256, whose 8 warps' dQ partials would not fit in smem
-    warps = 4 if workload.pass_ == "fwd" or d > 128 else 8
-    config = KernelConfig(
-        FA1_STEP_ROWS, block_n, warps, 2, "mma_sync", v1_kernel="released"
-    )
-    if smem_bytes("v1", workload, config) > gpu.smem_bytes_per_cta_max:
-        config = config.replace(num_stages=1)  # the A100's d = 256 backward
+    if d > FA1_MAX_HEAD_DIM:
+        return _fa1_algorithm1(workload, gpu)
+    block_n = min(256, FA1_KV_ELEMS // d)
+    warps = FA1_FWD_WARPS if workload.pass_ == "fwd" else FA1_BWD_WARPS
+    config = KernelConfig(FA1_STEP_ROWS, block_n, warps, 2, "mma_sync", v1_kernel="released")
     return config.replace(num_splits=fa1_num_splits(workload, config, gpu))
 
 
@@ -237,7 +236,7 @@ NAMED_CONFIGS: dict[str, NamedConfig] = {
     ),
     "fa1": NamedConfig(
         "v1",
-        "the released FlashAttention-1 kernel (16-row Q steps, split-K warps, num_splits)",
+        "the released FlashAttention-1 kernel (16-row Q steps, keys split over warps, num_splits)",
         "tilesim's v1 Triton kernel",
         fa1_released,
     ),
