@@ -75,6 +75,7 @@ def variant_of(algo: str, workload: Workload, config: KernelConfig, launch: str)
         warp_specialize=c.warp_specialize,
         pingpong=c.pingpong,
         persistent=c.persistent,
+        v1_kernel=c.v1_kernel if algo == "v1" else "",
         **row,
     )
 
