@@ -41,6 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..errors import TilesimError
 from . import flash_v1_algorithm1
 from ._common import LN2, LOG2E, strides
 
@@ -214,6 +215,11 @@ def launches(q, k, v, causal, sm_scale, config, out, *, lm=None):
     """
     if config.v1_kernel != "released":
         return flash_v1_algorithm1.launches(q, k, v, causal, sm_scale, config, out, lm=lm)
+    if config.num_stages != 2:
+        raise TilesimError(
+            f"the released v1 forward loads the next step during this one: num_stages=2, "
+            f"got {config.num_stages}"
+        )
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     acc = torch.empty((batch * heads, n_q, d), dtype=torch.float32, device=q.device)

@@ -248,7 +248,7 @@ NAMED_CONFIGS: dict[str, NamedConfig] = {
     ),
 }
 # other spellings of the same schedules
-CONFIG_ALIASES = {"sdpa-flash": "fa2", "fa1-released": "fa1"}
+CONFIG_ALIASES = {"sdpa-flash": "fa2"}
 DEFAULT_RAN_BY = {
     "standard": "tilesim's standard-attention Triton kernels",
     "v1": "tilesim's v1 Triton kernel",
