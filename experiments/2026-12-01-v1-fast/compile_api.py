@@ -1,13 +1,29 @@
 """Compile tilesim's v1 kernels for sm_90a on the CPU (validate/cross_compile.py) and print
 registers, spills and per-loop SASS op counts; --dump writes SASS/TTGIR."""
+
 import argparse
+
 from tilesim.hwmodels.presets import load_gpu as load_preset
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
 from tilesim.validate import sass
 from tilesim.validate.cross_compile import compiled_launches, resource_usage
 
-KEYS = ("HMMA", "LDS", "LDSM", "STS", "STSM", "BAR", "SHFL", "MUFU", "LDG", "STG", "RED", "LDL", "STL")
+KEYS = (
+    "HMMA",
+    "LDS",
+    "LDSM",
+    "STS",
+    "STSM",
+    "BAR",
+    "SHFL",
+    "MUFU",
+    "LDG",
+    "STG",
+    "RED",
+    "LDL",
+    "STL",
+)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--pass", dest="pass_", default="fwd")
@@ -19,9 +35,19 @@ ap.add_argument("--set", nargs="*", default=[])
 ap.add_argument("--dump", default=None)
 a = ap.parse_args()
 gpu = load_preset("h200")
-w = Workload(batch=2, heads=2048 // a.d, seqlen_q=a.n, seqlen_kv=a.n, head_dim=a.d, causal=a.causal, dtype="fp16", pass_=a.pass_)
+w = Workload(
+    batch=2,
+    heads=2048 // a.d,
+    seqlen_q=a.n,
+    seqlen_kv=a.n,
+    head_dim=a.d,
+    causal=a.causal,
+    dtype="fp16",
+    pass_=a.pass_,
+)
 if a.config:
     from tilesim.traces.config import named_config
+
     cfg = named_config(a.config, "v1", w, gpu)
 else:
     cfg = default_config("v1", w, gpu)
@@ -30,7 +56,7 @@ for kv in a.set:
     cfg = cfg.replace(**{k: type(getattr(cfg, k))(v)})
 print(cfg)
 out, n = compiled_launches("v1", w, cfg, gpu)
-for i, name, kname, kern in out:
+for _, name, kname, kern in out:
     if isinstance(kern, Exception):
         print(name, "FAILED", kern)
         continue
@@ -41,5 +67,6 @@ for i, name, kname, kern in out:
         ops = lp["ops"]
         print("  loop", lp["instructions"], {o: ops.get(o, 0) for o in KEYS if ops.get(o)})
     if a.dump:
-        open(f"{a.dump}.{name}.sass", "w").write(text)
-        open(f"{a.dump}.{name}.ttgir", "w").write(kern.asm["ttgir"])
+        for suffix, body in (("sass", text), ("ttgir", kern.asm["ttgir"])):
+            with open(f"{a.dump}.{name}.{suffix}", "w") as f:
+                f.write(body)

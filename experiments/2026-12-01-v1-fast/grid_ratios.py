@@ -37,7 +37,9 @@ def main(v1_file: str, *others: str) -> None:
         t = r["time_s"]
         s, v2 = best[k]["standard"], best[k]["v2"]
         mask = "causal" if k[3] else "full"
-        print(f"| {k[0]} | {k[2]} | {mask} | {k[4]} | {t * 1e3:.3f} | {s / t:.2f}x | {v2 / t:.0%} |")
+        print(
+            f"| {k[0]} | {k[2]} | {mask} | {k[4]} | {t * 1e3:.3f} | {s / t:.2f}x | {v2 / t:.0%} |"
+        )
 
 
 if __name__ == "__main__":
