@@ -1,26 +1,39 @@
-"""FlashAttention (v1) forward: the paper's Algorithm 1, as written, in Triton.
+"""FlashAttention (v1) forward in Triton: the released FlashAttention-1 kernel's structure.
 
-One program per (batch, head) — v1 parallelises over B·H only. The program
+``config.v1_kernel == "released"`` (the default; docs/fa1.md): the loops of
+flash-attn 1.0.x's ``fmha_fprop_kernel_1xN``. Grid (B·H, num_splits). For each
+K/V block j (``block_n`` keys, its fragments held in registers for the whole
+block) program z walks the ``block_m`` = 16-row Q steps z, z+S, z+2S, ...
+(S = num_splits). A 16-row step is one tensor-core tile high, so the
+``num_warps`` = 4 warps split the block's keys for S = Q K_jᵀ (each warp
+block_n/4 keys) and the row max and row sum meet through shared memory; for
+O = P V the warps exchange P through shared memory and each computes d/4
+columns of O (the released kernel sums per-warp partial O instead: the same
+barrier, docs/fa1.md). Per step, with the previous blocks' normalised O and
+log-sum-exp lse:
 
-1. initialises O = 0, ℓ = 0, m = -inf for its head in HBM;
-2. outer loop over K/V blocks j (block_n rows): loads K_j, V_j on chip;
-3. inner loop over Q blocks i (block_m rows): loads Q_i, O_i, ℓ_i, m_i from HBM,
-   computes S_ij = Q_i K_jᵀ·scale, m̃ = rowmax(S_ij), P̃ = exp(S_ij − m̃),
-   ℓ̃ = rowsum(P̃), m_new = max(m_i, m̃), ℓ_new = e^(m_i−m_new) ℓ_i + e^(m̃−m_new) ℓ̃,
-   O_i ← diag(ℓ_new)⁻¹ (diag(ℓ_i) e^(m_i−m_new) O_i + e^(m̃−m_new) P̃ V_j),
-   and writes O_i, ℓ_new, m_new back to HBM — every inner step.
+    m = rowmax(S)·scale, P = exp(S·scale − m), ℓ = rowsum(P),
+    lse' = log(e^lse + e^m ℓ), O ← e^(lse − lse') O + e^(m − lse') P V.
 
-O, ℓ and m live in a float32 HBM workspace (rounding O to fp16/bf16 on each of
-the Nk/block_n round trips would cost accuracy the paper's algorithm does not
-lose); the last K/V block a Q block sees also writes its O, in the input dtype,
-to the output.
-Different threads of the program may write and later read the same O_i
-element, so a ``tl.debug_barrier()`` (bar.sync, which also orders global
-memory within the CTA) closes each outer step and the initialisation.
+O round-trips through a float32 HBM workspace between K/V blocks (not read on
+the first block, replaced by the output on the last one a step sees), and so
+does lse (``lm[1]``, in the exp2 domain while the walk runs; the last block
+writes the natural-log lse there and ℓ = 1 in ``lm[0]``, which the backward reads).
+The next step's Q, O and lse are loaded while this step computes (as the
+released kernel double-buffers Q). The Q-step loop is a ``while`` loop: Triton
+sinks a loop-invariant load of dot operands into a ``for`` loop that uses it
+(ReorderInstructions), which would reload every warp's K/V fragments from
+shared memory at each step.
 
-Causal (Nq = Nk: v1 has no shifted diagonal, traces.config.check_serving): for
-K/V block j the inner loop starts at the first Q block that has a row
-i >= j·block_n; fully masked blocks are skipped.
+Other threads of the program read in block j+1 the workspace that threads wrote
+in block j, so a ``tl.debug_barrier()`` (bar.sync, which also orders global
+memory within the CTA) closes each block.
+
+Causal (Nq = Nk: v1 has no shifted diagonal, traces.config.check_serving): block
+j's walk starts at the first step with a row i >= j·block_n; the steps on the
+diagonal (and a partial last block) mask.
+
+``"algorithm1"``: the paper's Algorithm 1 (:mod:`flash_v1_algorithm1`).
 """
 
 from __future__ import annotations
@@ -29,20 +42,36 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import strides
+from ..errors import TilesimError
+from . import flash_v1_algorithm1
+from ._common import LN2, LOG2E, strides
 
-NEG_INF = tl.constexpr(float("-inf"))
+NEG_BIG = tl.constexpr(-1.0e6)  # a masked score, exp2 domain: finite, so no NaN rows
+_LOG2E = tl.constexpr(LOG2E)
+_LN2 = tl.constexpr(LN2)
 
 
 @triton.jit
-def _v1_fwd(
+def _step_loads(Q, Acc, LSE, rows, offs_d, n_q, stride_qm, stride_qd, seen, HEAD_DIM):
+    """One step's Q [16, d] and, after the first block (``seen``), its O and lse."""
+    ok = rows < n_q
+    q = tl.load(Q + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=ok[:, None])
+    o = tl.load(
+        Acc + rows[:, None] * HEAD_DIM + offs_d[None, :], mask=ok[:, None] & seen, other=0.0
+    )
+    lse = tl.load(LSE + rows, mask=ok & seen, other=0.0)
+    return q, o, lse
+
+
+@triton.jit
+def _v1_released_fwd(
     Q,
     K,
     V,
     Out,  # q, out [B, H, Nq, d]; k, v [B, H, Nk, d]
-    Acc,
+    Acc,  # workspace: float32 O [B*H, Nq, d]
     L,
-    M,  # workspace: float32 O [B*H, Nq, d], ℓ and m [B*H, Nq]
+    LSE,  # float32 [B*H, Nq]: ℓ = 1 and lse at the end (lse2 while the walk runs)
     sm_scale,
     n_heads,
     n_q,
@@ -69,6 +98,8 @@ def _v1_fwd(
     CAUSAL: tl.constexpr,
 ):
     off_bh = tl.program_id(0)
+    split = tl.program_id(1)
+    n_split = tl.num_programs(1)
     off_b = off_bh // n_heads
     off_h = off_bh % n_heads
     Q += off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
@@ -77,30 +108,20 @@ def _v1_fwd(
     Out += off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
     Acc += off_bh.to(tl.int64) * n_q * HEAD_DIM
     L += off_bh.to(tl.int64) * n_q
-    M += off_bh.to(tl.int64) * n_q
+    LSE += off_bh.to(tl.int64) * n_q
     offs_m0 = tl.arange(0, BLOCK_M)
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
+    qk_scale = sm_scale * _LOG2E
+    n_steps = tl.cdiv(n_q, BLOCK_M)
+    last_block = (n_kv - 1) // BLOCK_N * BLOCK_N
 
-    # -- step 2 of Algorithm 1: O = 0, ℓ = 0, m = -inf in HBM --
-    for start_m in range(0, n_q, BLOCK_M):
-        rows = start_m + offs_m0
-        tl.store(
-            Acc + rows[:, None] * HEAD_DIM + offs_d[None, :],
-            tl.zeros([BLOCK_M, HEAD_DIM], tl.float32),
-            mask=rows[:, None] < n_q,
-        )
-        tl.store(L + rows, tl.zeros([BLOCK_M], tl.float32), mask=rows < n_q)
-        tl.store(M + rows, tl.full([BLOCK_M], NEG_INF, tl.float32), mask=rows < n_q)
-    tl.debug_barrier()
-
-    last_n = (n_kv - 1) // BLOCK_N * BLOCK_N  # the last K/V block
     for start_n in range(0, n_kv, BLOCK_N):
-        # -- outer loop: K_j, V_j stay on chip for the whole inner loop --
+        # -- K_j, V_j: loaded once, each warp's fragments stay in its registers --
         cols = start_n + offs_n0
-        k = tl.load(
-            K + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-            mask=cols[:, None] < n_kv,
+        kt = tl.load(
+            K + cols[None, :] * stride_kn + offs_d[:, None] * stride_kd,
+            mask=cols[None, :] < n_kv,
             other=0.0,
         )
         v = tl.load(
@@ -108,55 +129,81 @@ def _v1_fwd(
             mask=cols[:, None] < n_kv,
             other=0.0,
         )
-        # causal: Q blocks before this one's first key row see none of it
-        first_m = start_n // BLOCK_M * BLOCK_M if CAUSAL else 0
-        for start_m in range(first_m, n_q, BLOCK_M):
-            # -- inner loop: Q_i, O_i, ℓ_i, m_i from HBM --
-            rows = start_m + offs_m0
-            row_ok = rows < n_q
-            q = tl.load(
-                Q + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                mask=row_ok[:, None],
-                other=0.0,
+        seen = start_n > 0
+        # this program's first step: causal, the first that reaches column start_n
+        first = start_n // BLOCK_M if CAUSAL else 0
+        step = first + (split - first % n_split + n_split) % n_split
+        q, o_old, lse_old = _step_loads(
+            Q,
+            Acc,
+            LSE,
+            step * BLOCK_M + offs_m0,
+            offs_d,
+            n_q,
+            stride_qm,
+            stride_qd,
+            seen,
+            HEAD_DIM,
+        )
+        while step < n_steps:
+            rows = step * BLOCK_M + offs_m0
+            # -- the next step's inputs, loaded while this one computes --
+            q_next, o_next, lse_next = _step_loads(
+                Q,
+                Acc,
+                LSE,
+                rows + n_split * BLOCK_M,
+                offs_d,
+                n_q,
+                stride_qm,
+                stride_qd,
+                seen,
+                HEAD_DIM,
             )
-            acc_ptrs = Acc + rows[:, None] * HEAD_DIM + offs_d[None, :]
-            o_i = tl.load(acc_ptrs, mask=row_ok[:, None], other=0.0)
-            l_i = tl.load(L + rows, mask=row_ok, other=0.0)
-            m_i = tl.load(M + rows, mask=row_ok, other=NEG_INF)
-            # -- S_ij, then m̃, P̃, ℓ̃ of this block --
-            s = tl.dot(q, tl.trans(k)) * sm_scale
-            keep = cols[None, :] < n_kv
+            # -- S = Q Kᵀ: each warp its keys; m, P, ℓ (maxima and sums across warps) --
+            s = tl.dot(q, kt)
+            partial = start_n + BLOCK_N > n_kv
             if CAUSAL:
-                keep = keep & (cols[None, :] <= rows[:, None])
-            s = tl.where(keep, s, NEG_INF)
-            m_blk = tl.max(s, 1)
-            # rows with every column masked (m̃ = -inf) contribute nothing
-            m_safe = tl.where(m_blk == NEG_INF, 0.0, m_blk)
-            p = tl.exp(s - m_safe[:, None])
-            l_blk = tl.sum(p, 1)
-            # -- combine with the running statistics --
-            m_new = tl.maximum(m_i, m_blk)
-            m_new_safe = tl.where(m_new == NEG_INF, 0.0, m_new)
-            a_old = tl.exp(m_i - m_new_safe)  # e^(m_i - m_new)
-            a_blk = tl.exp(m_blk - m_new_safe)  # e^(m̃ - m_new)
-            l_new = a_old * l_i + a_blk * l_blk
+                partial = partial | (start_n + BLOCK_N > step * BLOCK_M + 1)
+            if partial:
+                keep = cols[None, :] < n_kv
+                if CAUSAL:
+                    keep = keep & (cols[None, :] <= rows[:, None])
+                s = tl.where(keep, s, NEG_BIG)
+            m = tl.max(s, 1) * qk_scale
+            p = tl.math.exp2(s * qk_scale - m[:, None])
+            ell = tl.sum(p, 1)
+            # -- P V: P through shared memory, each warp d/4 columns --
             pv = tl.dot(p.to(v.dtype), v)
-            # a row with nothing seen yet (ℓ_new = 0) keeps O = 0
-            l_div = tl.where(l_new == 0.0, 1.0, l_new)
-            o_new = ((l_i * a_old)[:, None] * o_i + a_blk[:, None] * pv) / l_div[:, None]
-            # -- write O_i, ℓ_i, m_i back to HBM --
-            tl.store(acc_ptrs, o_new, mask=row_ok[:, None])
-            tl.store(L + rows, l_new, mask=row_ok)
-            tl.store(M + rows, m_new, mask=row_ok)
-            # the last K/V block this Q block sees also writes the output
+            # -- combine with the earlier blocks' normalised O and lse --
+            lse_blk = m + tl.math.log2(ell)
+            # (the first block has no earlier O: its factor is 0, not e^(0 − lse'))
+            top = tl.where(seen, tl.maximum(lse_old, lse_blk), lse_blk)
+            lse_new = top + tl.math.log2(
+                tl.where(seen, tl.math.exp2(lse_old - top), 0.0) + tl.math.exp2(lse_blk - top)
+            )
+            alpha = tl.where(seen, tl.math.exp2(lse_old - lse_new), 0.0)
+            o = o_old * alpha[:, None] + pv * tl.math.exp2(m - lse_new)[:, None]
+            # -- O and lse back to HBM; the last block a step sees writes the output --
             if CAUSAL:
-                last_seen = tl.minimum(start_m + BLOCK_M - 1, n_kv - 1) // BLOCK_N * BLOCK_N
+                last = tl.minimum(step * BLOCK_M + BLOCK_M - 1, n_kv - 1) // BLOCK_N * BLOCK_N
             else:
-                last_seen = last_n
-            if start_n == last_seen:
-                o_ptrs = Out + rows[:, None] * stride_om + offs_d[None, :] * stride_od
-                tl.store(o_ptrs, o_new.to(Out.dtype.element_ty), mask=row_ok[:, None])
-        # the next outer step reads what this one wrote, maybe from other threads
+                last = last_block
+            ok = rows < n_q
+            if start_n == last:
+                tl.store(
+                    Out + rows[:, None] * stride_om + offs_d[None, :] * stride_od,
+                    o.to(Out.dtype.element_ty),
+                    mask=ok[:, None],
+                )
+                tl.store(LSE + rows, lse_new * _LN2, mask=ok)
+                tl.store(L + rows, tl.full([BLOCK_M], 1.0, tl.float32), mask=ok)
+            else:
+                tl.store(Acc + rows[:, None] * HEAD_DIM + offs_d[None, :], o, mask=ok[:, None])
+                tl.store(LSE + rows, lse_new, mask=ok)
+            q, o_old, lse_old = q_next, o_next, lse_next
+            step += n_split
+        # the next block reads what this one wrote, maybe from other threads
         tl.debug_barrier()
 
 
@@ -165,7 +212,15 @@ def launches(q, k, v, causal, sm_scale, config, out, *, lm=None):
 
     ``lm``: an optional float32 [2, B·H, Nq] buffer that keeps the final row
     statistics ℓ (``lm[0]``) and m (``lm[1]``) for the backward; by default a temporary.
+    The released kernel keeps the log-sum-exp: ℓ = 1, m = lse.
     """
+    if config.v1_kernel != "released":
+        return flash_v1_algorithm1.launches(q, k, v, causal, sm_scale, config, out, lm=lm)
+    if config.num_stages != 2:
+        raise TilesimError(
+            f"the released v1 forward loads the next step during this one: num_stages=2, "
+            f"got {config.num_stages}"
+        )
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
     acc = torch.empty((batch * heads, n_q, d), dtype=torch.float32, device=q.device)
@@ -173,7 +228,7 @@ def launches(q, k, v, causal, sm_scale, config, out, *, lm=None):
         lm = torch.empty((2, batch * heads, n_q), dtype=torch.float32, device=q.device)
 
     def run():
-        _v1_fwd[(batch * heads,)](
+        _v1_released_fwd[(batch * heads, config.num_splits)](
             q,
             k,
             v,
@@ -194,7 +249,7 @@ def launches(q, k, v, causal, sm_scale, config, out, *, lm=None):
             BLOCK_N=config.block_n,
             CAUSAL=causal,
             num_warps=config.num_warps,
-            num_stages=config.num_stages,
+            num_stages=1,
         )
 
     return [("v1_fwd", run)]

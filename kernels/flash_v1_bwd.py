@@ -1,26 +1,31 @@
-"""FlashAttention (v1) backward: the paper's Algorithm 4, as written, in Triton.
+"""FlashAttention (v1) backward in Triton: the released FlashAttention-1 kernel's structure.
 
-One program per (batch, head), as the forward. The forward kept O and the row
-statistics ℓ and m (``flash_v1.launches(..., lm=buffer)``); the backward
-recomputes P. The program
+``config.v1_kernel == "released"`` (the default; docs/fa1.md): the loops of
+flash-attn 1.0.x's ``fmha_dgrad_kernel_1xN_loop`` on its split path. Three launches:
 
-1. sets its head's rows of the float32 dQ workspace to 0 in HBM (line 5);
-2. outer loop over K/V blocks j (block_n rows): K_j, V_j on chip, dK_j = dV_j = 0;
-3. inner loop over Q blocks i (block_m rows): loads Q_i, O_i, dO_i, dQ_i, ℓ_i, m_i
-   from HBM, then
-   S = Q_i K_jᵀ·scale, P = exp(S − m_i) / ℓ_i, dV_j += Pᵀ dO_i,
-   dP = dO_i V_jᵀ, D_i = rowsum(dO_i ∘ O_i), dS = P ∘ (dP − D_i),
-   dQ_i += scale · dS K_j (written back to HBM every inner step), dK_j += dSᵀ Q_i;
-   the last K/V block a Q block sees also writes dQ_i in the input dtype;
-4. after the inner loop writes dK_j (times scale) and dV_j.
+1. ``v1_bwd_dot``: D = rowsum(dO ∘ O), 128 rows a CTA, which also sets those rows
+   of the float32 dQ accumulator ``dQacc`` to 0 (the released kernel's
+   ``dq_tmp.zero_()`` and ``fmha_bwd_dot_do_o_kernel``, one launch here);
+2. ``v1_bwd``: grid (B·H, num_splits). Program z walks the K/V blocks z, z+S, ...
+   (S = num_splits: 1, or one CTA per block). For each block j (``block_n`` keys)
+   it keeps dK_j, dV_j in registers and walks the ``block_m`` = 16-row Q steps:
+   S = Q_i K_jᵀ and dP = dO_i V_jᵀ with the ``num_warps`` = 8 warps splitting the
+   keys, P = exp(S·scale − lse), dS = P ∘ (dP − D_i), dV_j += Pᵀ dO_i and
+   dK_j += dSᵀ Q_i (each warp its own keys' rows), dQ_i += dS K_j, added into
+   ``dQacc`` with atomics (the warps exchange dS through shared memory, each adding
+   d/8 columns; the released kernel sums per-warp partials there instead);
+3. ``v1_bwd_dq``: dQ = scale · dQacc in the input dtype.
 
-dQ accumulates in float32 (rounding it to fp16 on each of the Nk/block_n round
-trips would lose accuracy the algorithm does not). As in the forward, threads
-of the program write dQ_i elements that other threads read in the next outer
-step, so a ``tl.debug_barrier()`` closes the initialisation and every outer step.
+The forward kept ℓ and m (``lm``, float32 [2, B·H, Nq]): P = exp(S·scale − m) / ℓ,
+so either v1 forward's state serves (the released forward's ℓ = 1, m = lse).
+The released kernel with one CTA per head loads and stores its fp32 dQ each step
+and computes D in its first pass; this one always takes the split path.
 
-Causal (Nq = Nk: no shifted diagonal in the backward, traces.config.check_serving):
-the inner loop of block j starts at the first Q block with a row i >= j·block_n.
+Causal (Nq = Nk: v1 has no shifted diagonal, traces.config.check_serving): block
+j's walk starts at the first step with a row i >= j·block_n; the steps on the
+diagonal (and a partial last block) mask.
+
+``"algorithm1"``: the paper's Algorithm 4 (:mod:`flash_v1_algorithm1_bwd`).
 """
 
 from __future__ import annotations
@@ -29,187 +34,158 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import LOG2E, strides
+from . import flash_v1_algorithm1_bwd
+from ._common import LOG2E
 
 _LOG2E = tl.constexpr(LOG2E)
+DOT_ROWS = 128  # rows per CTA of the D launch (the released fmha_bwd_dot_do_o_kernel's)
+CONVERT_ROWS = 64  # rows per CTA of the dQ conversion
 
 
 @triton.jit
-def _v1_bwd(
+def _v1_released_bwd(
     Q,
     K,
     V,
-    Out,
-    DO,  # q, o, do [B, H, Nq, d]; k, v [B, H, Nk, d]
-    DQ,
+    DO,  # q, do [B*H, Nq, d]; k, v [B*H, Nk, d], contiguous
     DK,
-    DV,  # gradients, input dtype, contiguous [B, H, N, d]
-    DQacc,  # workspace: float32 dQ [B*H, Nq, d]
+    DV,  # gradients [B*H, Nk, d], input dtype
+    DQacc,  # float32 [B*H, Nq, d], zeroed
     L,
     M,  # the forward's ℓ and m, float32 [B*H, Nq]
+    Delta,  # D = rowsum(dO ∘ O), float32 [B*H, Nq]
     sm_scale,
-    n_heads,
     n_q,
     n_kv,
-    stride_qb,
-    stride_qh,
-    stride_qm,
-    stride_qd,
-    stride_kb,
-    stride_kh,
-    stride_kn,
-    stride_kd,
-    stride_vb,
-    stride_vh,
-    stride_vn,
-    stride_vd,
-    stride_ob,
-    stride_oh,
-    stride_om,
-    stride_od,
-    stride_dob,
-    stride_doh,
-    stride_dom,
-    stride_dod,
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr,
 ):
     off_bh = tl.program_id(0)
-    off_b = off_bh // n_heads
-    off_h = off_bh % n_heads
-    Q += off_b.to(tl.int64) * stride_qb + off_h.to(tl.int64) * stride_qh
-    K += off_b.to(tl.int64) * stride_kb + off_h.to(tl.int64) * stride_kh
-    V += off_b.to(tl.int64) * stride_vb + off_h.to(tl.int64) * stride_vh
-    Out += off_b.to(tl.int64) * stride_ob + off_h.to(tl.int64) * stride_oh
-    DO += off_b.to(tl.int64) * stride_dob + off_h.to(tl.int64) * stride_doh
-    DQ += off_bh.to(tl.int64) * n_q * HEAD_DIM
-    DK += off_bh.to(tl.int64) * n_kv * HEAD_DIM
-    DV += off_bh.to(tl.int64) * n_kv * HEAD_DIM
-    DQacc += off_bh.to(tl.int64) * n_q * HEAD_DIM
+    split = tl.program_id(1)
+    n_split = tl.num_programs(1)
+    q_base = off_bh.to(tl.int64) * n_q * HEAD_DIM
+    kv_base = off_bh.to(tl.int64) * n_kv * HEAD_DIM
+    Q += q_base
+    DO += q_base
+    DQacc += q_base
+    K += kv_base
+    V += kv_base
+    DK += kv_base
+    DV += kv_base
     L += off_bh.to(tl.int64) * n_q
     M += off_bh.to(tl.int64) * n_q
+    Delta += off_bh.to(tl.int64) * n_q
     offs_m0 = tl.arange(0, BLOCK_M)
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
+    qk_scale = sm_scale * _LOG2E
 
-    # -- line 5 of Algorithm 4: dQ = 0 in HBM --
-    for start_m in range(0, n_q, BLOCK_M):
-        rows = start_m + offs_m0
-        tl.store(
-            DQacc + rows[:, None] * HEAD_DIM + offs_d[None, :],
-            tl.zeros([BLOCK_M, HEAD_DIM], tl.float32),
-            mask=rows[:, None] < n_q,
-        )
-    tl.debug_barrier()
-
-    last_n = (n_kv - 1) // BLOCK_N * BLOCK_N  # the last K/V block
-    for start_n in range(0, n_kv, BLOCK_N):
-        # -- outer loop: K_j, V_j on chip, dK_j and dV_j accumulate here --
+    for start_n in range(split * BLOCK_N, n_kv, n_split * BLOCK_N):
+        # -- K_j, V_j on chip; dK_j, dV_j accumulate in registers --
         cols = start_n + offs_n0
-        k = tl.load(
-            K + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd,
-            mask=cols[:, None] < n_kv,
-            other=0.0,
-        )
-        v = tl.load(
-            V + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-            mask=cols[:, None] < n_kv,
-            other=0.0,
-        )
+        kv_ok = cols[:, None] < n_kv
+        kv_off = cols[:, None] * HEAD_DIM + offs_d[None, :]
+        k = tl.load(K + kv_off, mask=kv_ok, other=0.0)
+        v = tl.load(V + kv_off, mask=kv_ok, other=0.0)
         dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
         dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
         first_m = start_n // BLOCK_M * BLOCK_M if CAUSAL else 0
         for start_m in range(first_m, n_q, BLOCK_M):
-            # -- inner loop: Q_i, O_i, dO_i, dQ_i, ℓ_i, m_i from HBM --
             rows = start_m + offs_m0
             row_ok = rows < n_q
-            q = tl.load(
-                Q + rows[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                mask=row_ok[:, None],
-                other=0.0,
-            )
-            o = tl.load(
-                Out + rows[:, None] * stride_om + offs_d[None, :] * stride_od,
-                mask=row_ok[:, None],
-                other=0.0,
-            )
-            do = tl.load(
-                DO + rows[:, None] * stride_dom + offs_d[None, :] * stride_dod,
-                mask=row_ok[:, None],
-                other=0.0,
-            )
-            dq_ptrs = DQacc + rows[:, None] * HEAD_DIM + offs_d[None, :]
-            dq = tl.load(dq_ptrs, mask=row_ok[:, None], other=0.0)
-            l_i = tl.load(L + rows, mask=row_ok, other=1.0)
-            m_i = tl.load(M + rows, mask=row_ok, other=0.0)
-            # -- S = Q_i K_jᵀ·scale; P = exp(S − m_i) / ℓ_i (masked and padded entries 0) --
+            q_off = rows[:, None] * HEAD_DIM + offs_d[None, :]
+            q = tl.load(Q + q_off, mask=row_ok[:, None], other=0.0)
+            do = tl.load(DO + q_off, mask=row_ok[:, None], other=0.0)
+            ell = tl.load(L + rows, mask=row_ok, other=1.0)
+            m = tl.load(M + rows, mask=row_ok, other=0.0)
+            delta = tl.load(Delta + rows, mask=row_ok, other=0.0)
+            # -- S, P: each warp its keys; rows past Nq have dO = 0 --
             s = tl.dot(q, tl.trans(k))
-            keep = (cols[None, :] < n_kv) & row_ok[:, None]
+            p = tl.math.exp2(s * qk_scale - (m * _LOG2E)[:, None]) / ell[:, None]
+            partial = start_n + BLOCK_N > n_kv
             if CAUSAL:
-                keep = keep & (cols[None, :] <= rows[:, None])
-            p = tl.math.exp2(s * (sm_scale * _LOG2E) - (m_i * _LOG2E)[:, None]) / l_i[:, None]
-            p = tl.where(keep, p, 0.0)
-            # -- dV_j += Pᵀ dO_i --
+                partial = partial | (start_n + BLOCK_N > start_m + 1)
+            if partial:
+                keep = cols[None, :] < n_kv
+                if CAUSAL:
+                    keep = keep & (cols[None, :] <= rows[:, None])
+                p = tl.where(keep, p, 0.0)
+            # -- dV_j += Pᵀ dO_i; dP = dO_i V_jᵀ; dS = P ∘ (dP − D_i) --
             dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv)
-            # -- dP = dO_i V_jᵀ; D_i = rowsum(dO_i ∘ O_i); dS = P ∘ (dP − D_i) --
             dp = tl.dot(do, tl.trans(v))
-            delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
             ds = (p * (dp - delta[:, None])).to(q.dtype)
-            # -- dQ_i += scale · dS K_j, back to HBM --
-            dq = dq + tl.dot(ds, k) * sm_scale
-            tl.store(dq_ptrs, dq, mask=row_ok[:, None])
-            # the last K/V block this Q block sees also writes dQ_i
-            if CAUSAL:
-                last_seen = tl.minimum(start_m + BLOCK_M - 1, n_kv - 1) // BLOCK_N * BLOCK_N
-            else:
-                last_seen = last_n
-            if start_n == last_seen:
-                tl.store(
-                    DQ + rows[:, None] * HEAD_DIM + offs_d[None, :],
-                    dq.to(DQ.dtype.element_ty),
-                    mask=row_ok[:, None],
-                )
-            # -- dK_j += dSᵀ Q_i --
+            # -- dK_j += dSᵀ Q_i; dQ_i += dS K_j into the fp32 accumulator --
             dk = tl.dot(tl.trans(ds), q, dk)
-        kv_ok = cols[:, None] < n_kv
-        kv_off = cols[:, None] * HEAD_DIM + offs_d[None, :]
+            dq = tl.dot(ds, k)
+            tl.atomic_add(DQacc + q_off, dq, mask=row_ok[:, None], sem="relaxed")
         tl.store(DK + kv_off, (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_ok)
         tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kv_ok)
-        # the next outer step reads the dQ_i this one wrote, maybe from other threads
-        tl.debug_barrier()
+
+
+@triton.jit
+def _dot_do_o(
+    Out,
+    DO,  # [B*H*Nq, d] contiguous
+    Delta,  # float32 [B*H*Nq]
+    DQacc,  # float32 [B*H*Nq, d]
+    n_rows,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs = rows.to(tl.int64)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    ok = rows[:, None] < n_rows
+    o = tl.load(Out + offs, mask=ok, other=0.0).to(tl.float32)
+    do = tl.load(DO + offs, mask=ok, other=0.0).to(tl.float32)
+    tl.store(Delta + rows, tl.sum(o * do, 1), mask=rows < n_rows)
+    tl.store(DQacc + offs, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32), mask=ok)
+
+
+@triton.jit
+def _dq_convert(DQacc, DQ, sm_scale, n_rows, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs = rows.to(tl.int64)[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    ok = rows[:, None] < n_rows
+    dq = tl.load(DQacc + offs, mask=ok, other=0.0)
+    tl.store(DQ + offs, (dq * sm_scale).to(DQ.dtype.element_ty), mask=ok)
 
 
 def launches(q, k, v, do, o, lm, causal, sm_scale, config, dq, dk, dv):
-    """The one backward launch of v1 [(name, run)] (inputs checked; ``o``, ``lm`` from
-    the forward; ``dq``, ``dk``, ``dv`` contiguous)."""
+    """The backward launches of v1 [(name, run)] (inputs checked and contiguous; ``o``,
+    ``lm`` from the forward; ``dq``, ``dk``, ``dv`` contiguous)."""
+    if config.v1_kernel != "released":
+        return flash_v1_algorithm1_bwd.launches(
+            q, k, v, do, o, lm, causal, sm_scale, config, dq, dk, dv
+        )
     batch, heads, n_q, d = q.shape
     n_kv = k.shape[2]
-    dq_acc = torch.empty((batch * heads, n_q, d), dtype=torch.float32, device=q.device)
+    bh = batch * heads
+    dq_acc = torch.empty((bh, n_q, d), dtype=torch.float32, device=q.device)
+    delta = torch.empty((bh, n_q), dtype=torch.float32, device=q.device)
 
-    def run():
-        _v1_bwd[(batch * heads,)](
+    rows = bh * n_q
+
+    def run_dot():
+        grid = (triton.cdiv(rows, DOT_ROWS),)
+        _dot_do_o[grid](o, do, delta, dq_acc, rows, HEAD_DIM=d, BLOCK_M=DOT_ROWS, num_warps=4)
+
+    def run_main():
+        _v1_released_bwd[(bh, config.num_splits)](
             q,
             k,
             v,
-            o,
             do,
-            dq,
             dk,
             dv,
             dq_acc,
             lm[0],
             lm[1],
+            delta,
             sm_scale,
-            heads,
             n_q,
             n_kv,
-            *strides(q),
-            *strides(k),
-            *strides(v),
-            *strides(o),
-            *strides(do),
             HEAD_DIM=d,
             BLOCK_M=config.block_m,
             BLOCK_N=config.block_n,
@@ -218,4 +194,12 @@ def launches(q, k, v, do, o, lm, causal, sm_scale, config, dq, dk, dv):
             num_stages=config.num_stages,
         )
 
-    return [("v1_bwd", run)]
+    def run_convert():
+        grid = (triton.cdiv(rows, CONVERT_ROWS),)
+        _dq_convert[grid](dq_acc, dq, sm_scale, rows, HEAD_DIM=d, BLOCK_M=CONVERT_ROWS)
+
+    return [
+        ("v1_bwd_dot", run_dot),
+        ("v1_bwd", run_main),
+        ("v1_bwd_dq", run_convert),
+    ]

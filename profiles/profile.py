@@ -2,8 +2,8 @@
 
 A trace generator knows a kernel's tiles, not what the compiler made of them. A
 profile holds what it made: for every kernel variant (algorithm, pass, launch,
-head dim, mask, dtype, tiles, warps, stages, MMA path, v3's schedule flags and,
-for the standard row kernels, the row plan) its registers per thread, the local
+head dim, mask, dtype, tiles, warps, stages, MMA path, v3's schedule flags, v1's
+program and, for the standard row kernels, the row plan) its registers per thread, the local
 memory it spilled to, the issue-cycle cover of each wait on a spill reload in its
 MMA loop, and its SASS issue cycles at 1-4 warps per scheduler (per step of the
 innermost MMA loop, and once per CTA). Each file is one architecture and one
@@ -64,6 +64,7 @@ class Variant:
     row_passes: int = 0
     row_warps: int = 0
     row_tiers: int = 0  # causal one-pass forward rows: compiled widths (the backward: 0)
+    v1_kernel: str = ""  # v1's program (KernelConfig.v1_kernel); "" for the other algorithms
 
     def to_dict(self) -> dict:
         """Every field; the decode kernel's only when set (older files stay as they were)."""

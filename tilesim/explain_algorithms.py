@@ -134,6 +134,7 @@ def v1(st: Story) -> Section:
     std, run = st.runs["standard"], st.runs["v1"]
     p, c, s = run.pred, run.counters, std.pred
     cfg = run.trace.config
+    released = cfg.get("v1_kernel") == "released"
     t_c = -(-st.w.seqlen_kv // cfg["block_n"])
     reread = {
         t: c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0)
@@ -141,6 +142,7 @@ def v1(st: Story) -> Section:
     }
     saved = s.hbm_bytes - p.hbm_bytes
     nums = {
+        "v1_kernel": cfg.get("v1_kernel", "algorithm1"),
         "hbm_bytes": p.hbm_bytes,
         "standard_hbm_bytes": s.hbm_bytes,
         "bytes_saved": saved,
@@ -152,7 +154,11 @@ def v1(st: Story) -> Section:
         "kv_blocks": t_c,
         "block_m": cfg["block_m"],
         "block_n": cfg["block_n"],
+        "num_splits": cfg.get("num_splits", 1),
+        "ctas": p.launches[0].ctas,
         "reread_bytes": reread,
+        # of the bytes it asks for (no L2 reuse): the simulated HBM bytes are fewer
+        "acc_share_of_requested": reread["Acc"] / c.no_reuse_hbm_bytes,
         "tflops": p.tflops,
         "bound": p.bound,
         "intensity_flop_per_byte": p.matmul_flops / p.hbm_bytes,
@@ -168,23 +174,52 @@ def v1(st: Story) -> Section:
         if p.time_s < s.time_s
         else f"{moved} but is {speed}"
     )
-    o_q = reread["O"] + reread["Acc"] + reread["Q"]
     text = [
-        f"v1 cuts S into {cfg['block_m']} x {cfg['block_n']} tiles that live in shared "
-        "memory and never reach HBM (0 bytes of S or P: the trace has no such tensor). "
+        f"v1 cuts S into {cfg['block_m']} x {cfg['block_n']} tiles that live on chip and "
+        "never reach HBM (0 bytes of S or P: the trace has no such tensor). "
         "The online softmax makes that possible: it keeps a running row maximum m and sum ℓ "
         "and rescales the partial output when the maximum grows, so no row needs all its "
         "scores at once.",
-        f"What it re-reads instead: the paper's Algorithm 1 walks the {t_c} K/V blocks in "
-        "its outer loop and, for each, every Q block in the inner loop, loading Q_i and the "
-        f"partial O_i, ℓ_i, m_i and writing O_i, ℓ_i, m_i back (the partial O in fp32, as "
-        f"tilesim's kernel keeps it): {fmt_bytes(o_q)} of Q and O "
-        f"traffic ({fmt_bytes(reread['L'] + reread['M'])} more for ℓ and m) — the "
-        "Θ(N²d²/M) of the paper. "
-        f"Against standard attention v1 {verdict}: {fmt_time(p.time_s)}, "
-        f"{p.tflops:.0f} TFLOPS, bound: {p.bound_text()}.",
     ]
+    if released:
+        text.append(
+            f"As the released FlashAttention-1 kernel ran it, each CTA holds a K/V block of "
+            f"{cfg['block_n']} keys and walks its Q rows in {cfg['block_m']}-row steps; "
+            f"{cfg.get('num_splits', 1)} CTAs share a head's steps ({nums['ctas']} CTAs in "
+            f"all). Between the {t_c} K/V blocks every row's partial O and log-sum-exp go "
+            f"to HBM and back in fp32: {fmt_bytes(reread['Acc'])} of O traffic, "
+            f"{fmt_pct(nums['acc_share_of_requested'])} of the "
+            f"{fmt_bytes(c.no_reuse_hbm_bytes)} it asks of memory (the L2 keeps part; HBM "
+            f"moves {fmt_bytes(p.hbm_bytes)}) — the "
+            "Θ(N²d²/M) of the paper (`--config fa1-algorithm1` runs the paper's Algorithm 1 "
+            "itself: one CTA per head). "
+            f"Against standard attention v1 {verdict}: {fmt_time(p.time_s)}, "
+            f"{p.tflops:.0f} TFLOPS, bound: {p.bound_text()}."
+        )
+    else:
+        o_q = reread["O"] + reread["Acc"] + reread["Q"]
+        text.append(
+            f"What it re-reads instead: the paper's Algorithm 1 walks the {t_c} K/V blocks "
+            "in its outer loop and, for each, every Q block in the inner loop, loading Q_i "
+            "and the partial O_i, ℓ_i, m_i and writing O_i, ℓ_i, m_i back (the partial O in "
+            f"fp32, as tilesim's kernel keeps it): {fmt_bytes(o_q)} of Q and O "
+            f"traffic ({fmt_bytes(reread['L'] + reread['M'])} more for ℓ and m) — the "
+            "Θ(N²d²/M) of the paper. "
+            f"Against standard attention v1 {verdict}: {fmt_time(p.time_s)}, "
+            f"{p.tflops:.0f} TFLOPS, bound: {p.bound_text()}."
+        )
     return Section("v1", title, text, nums)
+
+
+def _issue_per_score(run) -> float | None:
+    """Scheduler cycles one warp of the main launch issues per score of its MMA loop
+    (the compiled kernel's SASS replayed at one warp per scheduler), or None."""
+    launch = max(run.trace.launches, key=lambda x: len(x.issue_per_step))
+    cfg = run.trace.config
+    if not launch.issue_per_step:
+        return None
+    scores_per_warp = cfg["block_m"] * cfg["block_n"] / cfg["num_warps"]
+    return launch.issue_per_step[0] / scores_per_warp
 
 
 def v2(st: Story) -> Section:
@@ -195,12 +230,22 @@ def v2(st: Story) -> Section:
     gpu = st.gpu
     r1, r2, s = st.runs["v1"], st.runs["v2"], st.p("standard")
     p1, p2 = r1.pred, r2.pred
+    cfg1 = r1.trace.config
+    released = cfg1.get("v1_kernel") == "released"
     main1 = max(p1.launches, key=lambda lp: lp.cycles)
     main2 = max(p2.launches, key=lambda lp: lp.cycles)
     slots1 = gpu.sm_count * main1.ctas_per_sm
     slots2 = gpu.sm_count * main2.ctas_per_sm
     busy1 = min(gpu.sm_count, main1.ctas)
+    acc1 = r1.counters.read_bytes_by_tensor.get("Acc", 0) + r1.counters.write_bytes_by_tensor.get(
+        "Acc", 0
+    )
+    issue1, issue2 = _issue_per_score(r1), _issue_per_score(r2)
+    path1 = r1.trace.launches[0].mma_path
+    path2 = r2.trace.launches[-1].mma_path
+    peak1 = gpu.peak_tensor_flops(st.w.dtype, path1)
     nums = {
+        "v1_kernel": cfg1.get("v1_kernel", "algorithm1"),
         "v1_ctas": main1.ctas,
         "v2_ctas": main2.ctas,
         "v1_slots": slots1,
@@ -213,40 +258,82 @@ def v2(st: Story) -> Section:
         "v1_exp": r1.counters.exp_count,
         "v2_exp": r2.counters.exp_count,
         "v1_hbm_bytes": p1.hbm_bytes,
+        "v1_acc_bytes": acc1,
+        "v1_issue_cycles_per_score": issue1,
+        "v2_issue_cycles_per_score": issue2,
+        "v1_mma_path": path1,
+        "v2_mma_path": path2,
+        "v1_tensor_peak_flops": peak1,
         "hbm_bytes": p2.hbm_bytes,
         "time_s": p2.time_s,
         "v1_time_s": p1.time_s,
         "speedup_vs_v1": p1.time_s / p2.time_s,
         "speedup_vs_standard": s.time_s / p2.time_s,
+        "v1_speedup_vs_standard": s.time_s / p1.time_s,
         "tflops": p2.tflops,
+        "v1_tflops": p1.tflops,
         "peak_share": p2.tflops * 1e12 / st.peak,
         "bound": p2.bound,
         "utilisation": dict(p2.utilisation),
     }
     fill = main1.ctas / slots1
-    text = [
-        f"v1's grid is one CTA per (batch, head): {main1.ctas} CTAs for {gpu.sm_count} SMs "
-        f"x {main1.ctas_per_sm} slots = {slots1} slots, so "
-        + (
-            f"only {busy1} SMs get work"
-            if main1.ctas < gpu.sm_count
-            else f"the slots are {fmt_pct(min(fill, 1.0))} filled in its first wave"
-            if fill < 1
-            else f"it runs {main1.waves} waves of long CTAs"
-        )
-        + f". v2 swaps the loops (Q blocks outside, K/V inside) and gives each Q block its "
-        f"own CTA: {main2.ctas} CTAs, {main2.waves} wave(s) of {slots2}. The Q tile and the "
-        "running O stay on chip; O and the log-sum-exp are written once at the end.",
+    if released:
+        text = [
+            f"v1's {main1.ctas} CTAs ({cfg1['num_warps']} warps each) split every K/V "
+            f"block's keys between their warps: each {cfg1['block_m']}-row step the warps "
+            "meet in shared memory for the row maximum and sum and hand each other P "
+            "(the split-K partitioning the FlashAttention-2 paper names as v1's "
+            "inefficiency), then rescale the step's O and log-sum-exp and send them back "
+            f"to HBM in fp32 ({fmt_bytes(acc1)} of it here). v2 swaps the loops (Q blocks "
+            f"outside, K/V inside): each of its {main2.ctas} CTAs keeps its Q block and "
+            "running O on chip, every warp owns its own rows (no exchange), and O and the "
+            "log-sum-exp are written once.",
+        ]
+        if issue1 is not None and issue2 is not None:
+            text.append(
+                f"In the compiled kernels that partitioning is issue time: v1's step loop "
+                f"issues {issue1:.2f} scheduler cycles per score per warp, v2's "
+                f"{issue2:.2f} (their SASS replayed at one warp per scheduler)."
+                + (
+                    f" A {cfg1['block_m']}-row step is one mma.sync tile high, too short for "
+                    f"wgmma: v1's tensor peak here is {peak1 / 1e12:.0f} TFLOPS against "
+                    f"v2's {st.peak / 1e12:.0f}."
+                    if path1 != path2
+                    else ""
+                )
+            )
+    else:
+        text = [
+            f"v1's grid is one CTA per (batch, head): {main1.ctas} CTAs for {gpu.sm_count} SMs "
+            f"x {main1.ctas_per_sm} slots = {slots1} slots, so "
+            + (
+                f"only {busy1} SMs get work"
+                if main1.ctas < gpu.sm_count
+                else f"the slots are {fmt_pct(min(fill, 1.0))} filled in its first wave"
+                if fill < 1
+                else f"it runs {main1.waves} waves of long CTAs"
+            )
+            + f". v2 swaps the loops (Q blocks outside, K/V inside) and gives each Q block "
+            f"its own CTA: {main2.ctas} CTAs, {main2.waves} wave(s) of {slots2}. The Q tile "
+            "and the running O stay on chip; O and the log-sum-exp are written once at the "
+            "end.",
+        ]
+    text += [
         f"It also trims the work that is not matmul: the output is rescaled once at the end "
         f"instead of every step, {fmt_si(r2.counters.fp32_ops)} FP32 ops against v1's "
         f"{fmt_si(r1.counters.fp32_ops)} (the exponentials stay "
         f"{fmt_si(r2.counters.exp_count)}: one per score). HBM traffic drops from "
         f"{fmt_bytes(p1.hbm_bytes)} to {fmt_bytes(p2.hbm_bytes)}.",
-        f"Predicted: {fmt_time(p2.time_s)}, {fmt_x(p1.time_s / p2.time_s)} faster than v1 "
-        f"and {fmt_x(s.time_s / p2.time_s)} faster than standard attention; {p2.tflops:.0f} "
+        f"Predicted: {fmt_time(p2.time_s)}, {fmt_speed(p2.time_s, p1.time_s, 'v1')} "
+        f"and {fmt_speed(p2.time_s, s.time_s, 'standard attention')}; {p2.tflops:.0f} "
         f"TFLOPS = {fmt_pct(nums['peak_share'])} of the tensor peak, bound: {p2.bound_text()} "
         f"(tensor cores busy {fmt_pct(p2.utilisation['tensor'])}, SFU "
-        f"{fmt_pct(p2.utilisation['sfu'])}).",
+        f"{fmt_pct(p2.utilisation['sfu'])}). v1 ran {p1.tflops:.0f} TFLOPS, "
+        + (
+            f"{fmt_x(s.time_s / p1.time_s)} faster than standard attention already."
+            if p1.time_s < s.time_s
+            else f"{fmt_speed(p1.time_s, s.time_s, 'standard')}."
+        ),
     ]
     return Section("v2", title, text, nums)
 

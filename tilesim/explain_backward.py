@@ -145,7 +145,8 @@ def trade_numbers(gpu: GPU, w: Workload, runs: dict[str, BwdRun]) -> dict:
             "nxn_bytes": nxn,
             "nxn_bytes_avoided": std_nxn - nxn,
             "bwd_no_reuse_hbm_bytes": r.bwd_counters.no_reuse_hbm_bytes,
-            # v1's fp32 dQ workspace (Algorithm 4's read-modify-write of dQ_i)
+            # v1's fp32 dQ workspace (the released kernel's atomic adds, Algorithm 4's
+            # read-modify-write of dQ_i)
             "dq_workspace_bytes": r.bwd_counters.read_bytes_by_tensor.get(DQ_WORKSPACE, 0)
             + r.bwd_counters.write_bytes_by_tensor.get(DQ_WORKSPACE, 0),
             "kept_bytes": kept_bytes(algo, w),
@@ -184,7 +185,7 @@ def _flops_section(w: Workload, nums: dict) -> Section:
         x = a[algo]
         why = {
             "standard": "it reads the stored P, so it skips S: four GEMMs, nothing recomputed",
-            "v1": "Algorithm 4: the five products, S recomputed once",
+            "v1": "the five products, S recomputed once",
             "v2": "its dQ runs in a pass of its own, which recomputes S and dP again "
             "instead of adding dQ atomically",
         }[algo]
@@ -238,7 +239,8 @@ def _bytes_section(nums: dict) -> Section:
             moved = f"{fmt_x(ratio)} standard's"
             if x["dq_workspace_bytes"]:
                 moved += (
-                    f": its fp32 dQ, read and written back every inner step, moves "
+                    f": its fp32 dQ workspace, written (and, in Algorithm 4, read back) "
+                    f"every inner step, moves "
                     f"{fmt_bytes(x['dq_workspace_bytes'])} (no reuse), more than the N x N "
                     "traffic it avoids"
                 )

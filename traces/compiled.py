@@ -75,8 +75,10 @@ def variant_of(algo: str, workload: Workload, config: KernelConfig, launch: str)
         warp_specialize=c.warp_specialize,
         pingpong=c.pingpong,
         persistent=c.persistent,
-        num_splits=c.num_splits,
+        # v1's splits are grid columns of one compiled program; v2's decode splits are not
+        num_splits=1 if algo == "v1" else c.num_splits,
         pack_gqa=c.pack_gqa,
+        v1_kernel=c.v1_kernel if algo == "v1" else "",
         **row,
     )
 

@@ -3,9 +3,9 @@
 `default_config` is what tilesim's kernels run when none is given, so a
 prediction and a measurement of the default describe the same grid and tiles.
 Published schedules (FlashAttention-3's ping-pong, FlashAttention-2's CUDA
-tiles, the FlashAttention paper's Algorithm 1) are `NAMED_CONFIGS` a user
-selects by name; each names the kernel that runs it. `describe_config` tells
-which of them a config is, or that no kernel has run it.
+tiles, the released FlashAttention-1 kernel, the FlashAttention paper's Algorithm
+1) are `NAMED_CONFIGS` a user selects by name; each names the kernel that runs it.
+`describe_config` tells which of them a config is, or that no kernel has run it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from .serving import decode_config, is_decode
+from .tiles import regs_estimate
 from .workload import ALGOS, KernelConfig, Workload
 
 
@@ -25,6 +26,8 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
     d = workload.head_dim
     hopper = gpu.has_wgmma
     path = "wgmma" if hopper else "mma_sync"
+    if algo == "v1":
+        return fa1_released(workload, gpu)
     if workload.pass_ != "fwd" and algo != "standard":
         # bwd and fwd_bwd (one config drives both passes of a fwd_bwd trace, so the
         # forward must fit it too; it needs less shared memory than the backward).
@@ -33,8 +36,6 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
         # S = Q K^T tiles of block_m x block_n (k = d in one step); O = P V tiles of
         # block_m x d with a k-loop of block_n; the softmax kernel takes one row per CTA.
         return KernelConfig(128, 128 if d <= 128 else 64, 8 if hopper else 4, 2, path)
-    if algo == "v1":
-        return _fa1_algorithm1(workload, gpu)
     if algo == "v2":
         if is_decode(workload):
             return decode_config(workload, gpu)
@@ -70,18 +71,6 @@ def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig
     backward is tiled GEMMs and keeps the forward's GEMM tiles.
     """
     warps = 8 if hopper else 4
-    if algo == "v1":
-        # v1 stages four d-wide tiles per inner step (Q, O, dO and the fp32 dQ). At
-        # d = 128 it keeps two 64 x 128 fp32 accumulators (dK_j, dV_j) across the inner
-        # loop: with 4 warps they do not fit in registers and round-trip through local
-        # memory every step (ncu on the H200: 5 GB of spill traffic at N = 1024,
-        # validate/results/2026-11-30-h200-spill-ncu.json); 8 warps halve the share
-        # of each thread.
-        if d <= 64:
-            return KernelConfig(64, 64, 4, 1, path)
-        if d <= 128:
-            return KernelConfig(64, 64, 8, 1, path)
-        return KernelConfig(32, 32, 4, 1, path)
     if d <= 128 and hopper:
         # measured on the H200 (kernels/TUNING.md): 64 x 64, 4 warps, 3 stages ran
         # v2's backward 1.7x faster than 8 warps, 2 stages at d=128 (326 vs 182
@@ -95,14 +84,107 @@ def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig
 
 
 def _fa1_algorithm1(workload: Workload, gpu: GPU) -> KernelConfig:
-    """The FlashAttention paper's Algorithm 1: B_c = M / 4d, B_r = min(B_c, d).
+    """The FlashAttention paper's Algorithm 1 (and its backward, Algorithm 4).
 
-    For M = 32 Ki elements (64 KiB of fp16 shared memory): 64 x 128 at d=64, 64 x 64
-    at d=128; B_r kept at 64 (d=256 would give 32 x 32 tiles, too small for the
-    tensor cores).
+    Forward: B_c = M / 4d, B_r = min(B_c, d); for M = 32 Ki elements (64 KiB of fp16
+    shared memory) 64 x 128 at d=64, 64 x 64 at d=128; B_r kept at 64 (d=256 would
+    give 32 x 32 tiles, too small for the tensor cores).
+
+    Backward: four d-wide tiles are staged per inner step (Q, O, dO and the fp32 dQ),
+    so 64 x 64 (32 x 32 at d=256). At d = 128 the two 64 x 128 fp32 accumulators
+    (dK_j, dV_j) do not fit in the registers of 4 warps and round-trip through local
+    memory every step (ncu on the H200: 5 GB of spill traffic at N = 1024,
+    validate/results/2026-11-30-h200-spill-ncu.json); 8 warps halve each thread's share.
     """
+    d = workload.head_dim
     path = "wgmma" if gpu.has_wgmma else "mma_sync"
-    return KernelConfig(64, 128 if workload.head_dim <= 64 else 64, 4, 1, path)
+    if workload.pass_ == "fwd":
+        return KernelConfig(64, 128 if d <= 64 else 64, 4, 1, path)
+    if d <= 64:
+        return KernelConfig(64, 64, 4, 1, path)
+    if d <= 128:
+        return KernelConfig(64, 64, 8, 1, path)
+    return KernelConfig(32, 32, 4, 1, path)
+
+
+# The released FlashAttention-1 kernel (flash-attn 1.0.x, csrc/flash_attn/src; docs/fa1.md):
+FA1_STEP_ROWS = 16  # Q rows per inner step (kernel traits' STEP)
+FA1_KV_ELEMS = 256 * 64  # one K/V block: 256 keys at d <= 64, 128 at d = 128 (fmha_api.cpp)
+FA1_FWD_WARPS, FA1_BWD_WARPS = 4, 8  # the forward's and backward's kernel traits
+FA1_MAX_HEAD_DIM = 128  # fmha_api.cpp: head_size <= 128
+FA1_MAX_SPLITS = 30  # num_splits_heuristic_fwd's cap
+FA1_SPLIT_EFFICIENCY = 0.95  # the fewest splits within this share of the best wave efficiency
+
+
+def fa1_released(workload: Workload, gpu: GPU) -> KernelConfig:
+    """The released FlashAttention-1 kernel's structure, as tilesim's v1 kernel runs it.
+
+    16-row Q steps against a K/V block held on chip (256 keys at d <= 64, 128 at d =
+    128), mma.sync, the block's keys split across the warps (4 forward, 8 backward);
+    num_splits by the released launchers' heuristics. The released kernel took
+    d <= 128 only: at d = 256 v1 runs the paper's Algorithm 1 (``fa1-algorithm1``).
+    """
+    d = workload.head_dim
+    if d > FA1_MAX_HEAD_DIM:
+        return _fa1_algorithm1(workload, gpu)
+    block_n = min(256, FA1_KV_ELEMS // d)
+    warps = FA1_FWD_WARPS if workload.pass_ == "fwd" else FA1_BWD_WARPS
+    config = KernelConfig(FA1_STEP_ROWS, block_n, warps, 2, "mma_sync", v1_kernel="released")
+    return config.replace(num_splits=fa1_num_splits(workload, config, gpu))
+
+
+def fa1_num_splits(workload: Workload, config: KernelConfig, gpu: GPU) -> int:
+    """CTAs per (batch, head) by the released launchers' heuristics (fmha_fwd_launch_template.h,
+    fmha_bwd_launch_template.h), from the SMs and the CTAs one SM holds.
+
+    Forward: of 1..30 splits of the Q steps, the fewest whose wave efficiency (waves /
+    ceil(waves)) is within 95% of the best. Backward: one CTA per head, or one per K/V
+    block when that fills the waves better after a discount of 1 + block_n / N (half of
+    it causal, and always from 10 blocks on, causal).
+    """
+    w = workload
+    slots = gpu.sm_count * max(1, _ctas_per_sm("v1", w, config.replace(num_splits=1), gpu))
+    bh = w.batch * w.heads
+
+    def efficiency(ctas: int) -> float:
+        waves = ctas / slots
+        return waves / -(-ctas // slots)
+
+    if w.pass_ == "fwd":
+        steps = -(-w.seqlen_q // config.block_m)
+        effs = [efficiency(bh * s) for s in range(1, min(FA1_MAX_SPLITS, steps) + 1)]
+        best = max(effs)
+        return next(s for s, e in enumerate(effs, 1) if e > FA1_SPLIT_EFFICIENCY * best)
+    blocks = -(-w.seqlen_kv // config.block_n)
+    if blocks <= 1:
+        return 1
+    if w.causal and blocks >= 10:
+        return blocks
+    discount = 1 + (0.5 if w.causal else 1.0) * config.block_n / w.seqlen_kv
+    return 1 if efficiency(bh) >= efficiency(bh * blocks) / discount else blocks
+
+
+def _ctas_per_sm(algo: str, workload: Workload, config: KernelConfig, gpu: GPU) -> int:
+    """Resident CTAs per SM by shared memory, estimated registers and warps."""
+    threads = 32 * config.num_warps
+    regs = regs_estimate(v1_released_fp32_per_cta(workload, config), threads)
+    smem = smem_bytes(algo, workload, config)
+    return min(
+        gpu.max_ctas_per_sm,
+        gpu.smem_bytes_per_sm // smem,
+        gpu.regs_per_sm // (regs * threads),
+        gpu.max_warps_per_sm // config.num_warps,
+    )
+
+
+def v1_released_fp32_per_cta(workload: Workload, config: KernelConfig) -> int:
+    """32-bit values a released-v1 CTA holds in registers: the K/V block (fp16 pairs),
+    the S and partial-O accumulators of its warps, and, backward, dK_j and dV_j."""
+    d, bm, bn, w = workload.head_dim, config.block_m, config.block_n, config.num_warps
+    kv = 2 * bn * d * workload.elem_bytes // 4
+    if workload.pass_ == "fwd":
+        return kv + bm * bn + w * bm * d
+    return kv + 2 * bn * d + 2 * bm * bn + w * bm * d
 
 
 def _fa2_cuda(workload: Workload, gpu: GPU | None) -> KernelConfig | None:
@@ -155,15 +237,21 @@ NAMED_CONFIGS: dict[str, NamedConfig] = {
         _fa2_cuda,
         runs=lambda w: w.dtype != "fp8",
     ),
+    "fa1": NamedConfig(
+        "v1",
+        "the released FlashAttention-1 kernel (16-row Q steps, keys split over warps, num_splits)",
+        "tilesim's v1 Triton kernel",
+        fa1_released,
+    ),
     "fa1-algorithm1": NamedConfig(
         "v1",
         "the FlashAttention paper's Algorithm 1 (one CTA per head, B_c = M/4d)",
-        "tilesim's v1 Triton kernel",
-        lambda w, gpu: _fa1_algorithm1(w, gpu) if w.pass_ == "fwd" else None,
+        "tilesim's Algorithm 1 v1 Triton kernel",
+        _fa1_algorithm1,
     ),
 }
 # other spellings of the same schedules
-CONFIG_ALIASES = {"sdpa-flash": "fa2", "fa1": "fa1-algorithm1"}
+CONFIG_ALIASES = {"sdpa-flash": "fa2"}
 DEFAULT_RAN_BY = {
     "standard": "tilesim's standard-attention Triton kernels",
     "v1": "tilesim's v1 Triton kernel",
@@ -254,8 +342,16 @@ def check_serving(algo: str, workload: Workload) -> None:
 
 
 def check_split(algo: str, workload: Workload, config: KernelConfig) -> None:
-    """Split-KV and packed heads: v2's forward only (tilesim's decode kernel)."""
+    """Split-KV and packed heads: v2's forward only (tilesim's decode kernel); v1's
+    released kernel splits each (batch, head) over ``num_splits`` CTAs of its own."""
     if config.num_splits == 1 and not config.pack_gqa:
+        return
+    if algo == "v1" and not config.pack_gqa:
+        if config.v1_kernel != "released":
+            raise TilesimError(
+                "num_splits belongs to v1_kernel='released'; Algorithm 1 runs one CTA "
+                "per (batch, head)"
+            )
         return
     if algo != "v2" or workload.pass_ != "fwd":
         raise TilesimError(
@@ -297,6 +393,12 @@ def backward_smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> 
         # tile of P or dS and a d-wide tile num_stages deep; dP = dO V^T takes its
         # k = d in one step.
         return max((bm + bn) * d * e, stages * (bm * bn + max(bm, bn) * d) * e)
+    if algo == "v1" and config.v1_kernel == "released":
+        # K_j, V_j held; Q_i, dO_i, LSE_i, D_i staged; the warps' fp32 dQ partials summed
+        # through shared memory; P^T and dS^T transposed there for dV's and dK's GEMMs.
+        w = config.num_warps
+        per_step = 2 * bm * d * e + 2 * bm * stat
+        return 2 * bn * d * e + stages * per_step + w * bm * d * 4 + 2 * bm * bn * e
     if algo == "v1":
         # K_j, V_j resident; Q_i, O_i, dO_i, the fp32 dQ_i and l_i, m_i staged
         # each inner step (num_stages deep when the inner loop prefetches).
@@ -319,6 +421,11 @@ def forward_smem_bytes(algo: str, workload: Workload, config: KernelConfig) -> i
         # step (one Q tile and one K tile), O = P V pipelines P and V tiles
         # num_stages deep. (The softmax launch holds one row; see traces.standard.)
         return max((bm + bn) * d * e, stages * (bm * bn + bn * d) * e)
+    if algo == "v1" and config.v1_kernel == "released":
+        # K_j and V_j for the whole block, and the scratch where the warps' partial
+        # sums meet, two fp32 Q steps (reused: the compiled sm_90 kernel holds 72 KiB
+        # at d = 64 and 80 KiB at d = 128); the next step's inputs wait in registers.
+        return 2 * bn * d * e + 2 * bm * d * 4
     if algo == "v1":
         # K_j, V_j resident; Q_i and O_i (and the fp32 l_i, m_i) staged each inner
         # step, num_stages deep when the inner loop prefetches.

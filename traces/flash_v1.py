@@ -1,22 +1,37 @@
-"""FlashAttention v1 as the paper's Algorithm 1 writes it.
+"""FlashAttention v1: the released kernel (the default) and the paper's Algorithm 1.
 
-One CTA per (batch, head): the grid has only B*H CTAs, so a small batch leaves
-SMs idle — the limitation v2 removed. The outer loop walks K/V blocks j (K_j and
-V_j stay in shared memory for the whole inner loop); the inner loop walks Q
-blocks i and, every step, loads Q_i, O_i, l_i, m_i from HBM, computes
-S_ij = Q_i K_j^T, the online-softmax statistics, P~_ij V_j, rescales O_i and
-writes O_i, l_i, m_i back. As in tilesim's Triton kernel (kernels/flash_v1.py),
-the running O lives in an fp32 HBM workspace ``Acc`` (rounding it to fp16 on
-each of the T_c round trips would lose accuracy the algorithm does not lose),
-the CTA itself first initialises Acc = 0, l = 0, m = -inf (line 2 of the
-algorithm), and the last K/V block a Q block sees also writes its O, in the
-output type. HBM traffic is Theta(N^2 d^2 / M): Acc is read and written once
-per K/V block (T_c = N / B_c times), and B_c ~ M / 4d.
+Both walk the K/V blocks j in the outer loop and Q in the inner loop, and keep
+the partial output in an fp32 HBM workspace ``Acc`` between K/V blocks (rounding
+it to fp16 on each of the T_c round trips would lose accuracy the algorithm does
+not): HBM traffic Theta(N^2 d^2 / M), Acc read and written once per K/V block.
 
-Tiles come from the config (block_m = B_r, block_n = B_c). Causal: the inner
-loop of block j starts at the first Q block that sees any of its columns
-(blocks fully above the diagonal are skipped); the blocks straddling the
-diagonal pay the mask. K/V blocks no query sees are not loaded.
+``config.v1_kernel == "released"`` (`released`): the released FlashAttention-1
+kernel's loops (flash-attn 1.0.x, docs/fa1.md) as tilesim's Triton kernel
+(kernels/flash_v1.py) runs them. Grid (bh, z): ``num_splits`` CTAs per head, CTA
+z taking the 16-row Q steps z, z+S, z+2S, ... of every K/V block. The block
+(block_n keys) is loaded once and its K and V fragments stay in the warps'
+registers while the CTA walks its steps; the ``num_warps`` warps split its keys
+for S = Q K^T, meet in shared memory for the row max and sum, exchange P there
+for P V (each warp computing d / num_warps columns of O), and take Q from there.
+The first K/V block reads no Acc and no log-sum-exp; the last one a step sees
+writes O (and l = 1 beside the log-sum-exp, kept as the backward's L and M)
+instead of Acc. The next step's Q,
+Acc and LSE load during this one (``num_stages`` 2). Acc and LSE, loaded and
+stored with plain loads and stores, change layout through shared memory.
+
+``"algorithm1"``: the paper's Algorithm 1 as written. One CTA per (batch, head):
+the grid has only B*H CTAs, so a small batch leaves SMs idle — the limitation v2
+removed. The inner loop walks Q blocks i and, every step, loads Q_i, O_i, l_i,
+m_i from HBM, computes S_ij = Q_i K_j^T, the online-softmax statistics, P~_ij
+V_j, rescales O_i and writes O_i, l_i, m_i back. As in tilesim's Triton kernel
+(kernels/flash_v1_algorithm1.py) the CTA itself first initialises Acc = 0, l = 0,
+m = -inf (line 2 of the algorithm), and the last K/V block a Q block sees also
+writes its O, in the output type. Tiles come from the config (block_m = B_r,
+block_n = B_c).
+
+Causal (both): the inner loop of block j starts at the first Q block (step) that
+sees any of its columns (blocks fully above the diagonal are skipped); the blocks
+straddling the diagonal pay the mask. K/V blocks no query sees are not loaded.
 """
 
 from __future__ import annotations
@@ -24,11 +39,25 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..hwmodels.gpu import GPU
-from .config import smem_bytes
-from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
+from .config import smem_bytes, v1_released_fp32_per_cta
+from .ir import (
+    CtaProgram,
+    Launch,
+    Load,
+    Loop,
+    Mma,
+    Role,
+    Store,
+    TensorSpec,
+    Trace,
+    Vector,
+    Wait,
+)
 from .tiles import (
     FLASH_FP32_PER_MASKED_SCORE,
     FLASH_FP32_PER_SCORE,
+    FLASH_V1_FP32_PER_O_STEP,
+    FLASH_V1_FP32_PER_ROW_STEP,
     FP32_BYTES,
     V1_FP32_PER_O_STEP,
     V1_FP32_PER_ROW_STEP,
@@ -76,6 +105,8 @@ def walk(w: Workload) -> Walk:
 
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    if config.v1_kernel == "released":
+        return released(workload, config, gpu)
     w, c = workload, config
     p = params(w, c)
     dtype = w.dtype
@@ -157,6 +188,130 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         mma_path=c.mma_path,
     )
     acc = TensorSpec("Acc", (w.batch, w.heads, w.seqlen_q, w.head_dim), "fp32")
+    tensors = qkvo_tensors(w) + [acc, row_stat("L", w), row_stat("M", w)]
+    return Trace(
+        algo="v1",
+        tensors=tuple(tensors),
+        launches=(launch,),
+        params=p,
+        workload=w.to_dict(),
+        config=c.to_dict(),
+    )
+
+
+class Steps(NamedTuple):
+    """The released kernel's loops (shared with its backward): expressions over the
+    outer K/V block j, the inner step i and the CTA's split z."""
+
+    q: str  # Q step (block_m-row block) of inner step i
+    outer_trips: str  # K/V blocks
+    inner_trips: str  # this CTA's steps in K/V block j
+    masked: str  # 1 for a step that straddles block j's diagonal, else 0
+    is_last: str  # 1 on the last K/V block step q sees, else 0
+
+
+def steps(w: Workload) -> Steps:
+    """CTA z takes the steps q = z (mod S) of each block from the first that sees it."""
+    if not w.causal:
+        return Steps("z + S*i", "T_c", "cdiv(T_r - z, S)", "0", "min(1, max(0, j - (T_c - 2)))")
+    begin = "block_n*j//block_m"  # the first step that reaches column block j
+    first = f"({begin} + (z - {begin}) % S)"
+    q = f"{first} + S*i"
+    return Steps(
+        q,
+        "min(T_c, cdiv(N_q, block_n))",
+        f"cdiv(T_r - {first}, S)",
+        # a step masks while its first row is left of the block's last column
+        f"min(1, max(0, cdiv(block_n*(j + 1) - 1, block_m) - ({q})))",
+        f"min(1, max(0, j - ({causal_kv_blocks(f'({q})')} - 2)))",
+    )
+
+
+def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    """The released FlashAttention-1 forward (see the module docstring)."""
+    w, c = workload, config
+    p = dict(params(w, c), S=c.num_splits, W=c.num_warps)
+    dtype = w.dtype
+    q, outer_trips, inner_trips, masked, is_last = steps(w)
+    r, n = rows(f"({q})"), cols("j")
+    tile = ("bh", q)
+    seen = "min(1, j)"  # the first K/V block reads no Acc, no LSE
+    mask = f" + {masked}*{times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if w.causal else ""
+    o_tile = f"{r}*d*{FP32_BYTES}"
+    # The warps that issue the step's instructions also issue its MMAs (mma.sync) and its
+    # shared-memory traffic, interleaved: the tensor and shared-memory pipes work while
+    # the schedulers issue (the step's issue cycles, from the compiled kernel, hold the
+    # order and latencies of that stream). So the step's ops take their pipes' time
+    # without blocking the role or waiting for each other; the next step waits for them.
+    inner = (
+        Wait(("qs@-1", "s@-1", "p@-1", "pv@-1", "c@-1")),
+        Load("q", "Q", tile, f"{r}*d*e"),
+        Load("o", "Acc", tile, f"{o_tile}*{seen}"),
+        Load("lse", "M", tile, f"{r}*{FP32_BYTES}*{seen}"),
+        # -- S = Q K_j^T: Q through shared memory (every warp reads all of it), K_j's
+        # fragments in registers, each warp its block_n / W keys -----------------------
+        Vector(smem=f"(1 + W)*{r}*d*e", deps=("q",), id="qs", async_=True),
+        Mma(r, n, "d", dtype, deps=("kj",), id="s", async_=True),
+        # -- m, P = exp(S - m), l: the warps' row maxima and sums meet in shared memory;
+        # P goes there for P V, where every warp reads all of it -----------------------
+        Vector(
+            exp=f"{r}*{n}",
+            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}{mask}",
+            smem=f"(1 + W)*{r}*{n}*e + {through_smem(f'2*W*{r}*{FP32_BYTES}')}",
+            id="p",
+            async_=True,
+        ),
+        # -- P V_j: each warp d / W columns of O, over all the block's keys ----------------
+        Mma(r, "d", n, dtype, deps=("vj",), id="pv", async_=True),
+        # -- lse' = log(e^lse + e^m l), O = e^(lse - lse') O + e^(m - lse') P V: the loaded
+        # Acc and LSE into the accumulator's layout, the new ones out of it (smem) --------
+        Vector(
+            fp32=f"{r}*d*{FLASH_V1_FP32_PER_O_STEP} + {times(r, FLASH_V1_FP32_PER_ROW_STEP)}",
+            smem=through_smem(f"({o_tile} + {r}*{FP32_BYTES})*(1 + {seen})"),
+            deps=("o", "lse"),
+            id="c",
+            async_=True,
+        ),
+        Store("Acc", tile, f"{o_tile}*(1 - {is_last})"),
+        Store("O", tile, f"{r}*d*e_o*{is_last}"),
+        Store("M", tile, f"{r}*{FP32_BYTES}"),
+        Store("L", tile, f"{r}*{FP32_BYTES}*{is_last}"),
+    )
+    program = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Loop(
+                        "j",
+                        outer_trips,
+                        (
+                            Load("kj", "K", ("bh", "j"), f"{n}*d*e"),
+                            Load("vj", "V", ("bh", "j"), f"{n}*d*e"),
+                            # K_j and V_j into the warps' fragments, through shared memory
+                            Vector(smem=through_smem(f"2*{n}*d*e"), deps=("kj", "vj")),
+                            Loop("i", inner_trips, inner, prefetch=c.num_stages - 1),
+                            # the block's last step, before the next block
+                            Wait(("qs", "s", "p", "pv", "c")),
+                        ),
+                    ),
+                ),
+                c.num_warps,
+            ),
+        )
+    )
+    threads = c.num_warps * 32
+    launch = Launch(
+        name="flash_v1",
+        grid=(("bh", w.batch * w.heads), ("z", c.num_splits)),
+        program=program,
+        smem_bytes=smem_bytes("v1", w, c),
+        threads=threads,
+        regs_per_thread=regs_estimate(v1_released_fp32_per_cta(w, c), threads),
+        mma_path=c.mma_path,
+    )
+    acc = TensorSpec("Acc", (w.batch, w.heads, w.seqlen_q, w.head_dim), "fp32")
+    # the row statistics the backward reads: l = 1 (L) and m = the log-sum-exp (M)
     tensors = qkvo_tensors(w) + [acc, row_stat("L", w), row_stat("M", w)]
     return Trace(
         algo="v1",

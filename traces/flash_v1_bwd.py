@@ -1,4 +1,21 @@
-"""FlashAttention v1 backward as the paper's Algorithm 4 writes it.
+"""FlashAttention v1 backward: the released kernel (the default) and the paper's Algorithm 4.
+
+``config.v1_kernel == "released"`` (`released`): the released FlashAttention-1
+backward's loops (flash-attn 1.0.x ``fmha_dgrad_kernel_1xN_loop``, its split path;
+docs/fa1.md) as tilesim's Triton kernel (kernels/flash_v1_bwd.py) runs them, in
+three launches: ``bwd_dot`` (D = rowsum(dO * O), 128 rows a CTA, which also zeroes
+the fp32 dQ accumulator dQacc), ``flash_v1_bwd`` and ``bwd_dq`` (dQ = scale *
+dQacc in the input type). ``flash_v1_bwd``'s grid is (bh, z): CTA z walks the K/V
+blocks z, z+S, ... (``num_splits`` S: 1, or one CTA per block); for each it keeps
+dK_j, dV_j in registers and walks every 16-row Q step, loading Q_i, dO_i, l_i,
+m_i, D_i one step ahead: S = Q_i K_j^T and dP = dO_i V_j^T with the warps
+splitting the keys, dV_j += P^T dO_i and dK_j += dS^T Q_i (each warp its keys'
+rows; the compiled sm_90a kernel runs these two, block_n rows tall, on wgmma),
+dQ_i = dS K_j added into dQacc with atomics (dS through shared memory, each warp
+d / W columns). K_j's and V_j's fragments are read from shared memory every step
+(Triton sinks their loads into the step loop: 3 block_n x d tiles a step).
+
+``"algorithm1"``: the paper's Algorithm 4 as written.
 
 One CTA per (batch, head), as the forward. The forward kept O and the row
 statistics l, m; the backward recomputes P. The outer loop walks K/V blocks j:
@@ -36,7 +53,7 @@ Closed forms (non-causal; T_c = cdiv(N_kv, block_n), exact with partial tiles):
 from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
-from .config import backward_smem_bytes
+from .config import backward_smem_bytes, v1_released_fp32_per_cta
 from .flash_v1 import walk
 from .flash_v2_bwd import backward_tensors
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
@@ -44,6 +61,7 @@ from .tiles import (
     BWD_FP32_PER_D_ELEM,
     BWD_FP32_PER_GRAD_SCALE,
     BWD_FP32_PER_SCORE_DS,
+    FLASH_FP32_PER_MASKED_SCORE,
     FP32_BYTES,
     V1_BWD_FP32_PER_DQ_STEP,
     V1_BWD_FP32_PER_ROW_STEP,
@@ -60,6 +78,8 @@ from .workload import KernelConfig, Workload
 
 
 def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    if config.v1_kernel == "released":
+        return released(workload, config, gpu)
     w, c = workload, config
     p = params(w, c)
     dtype = w.dtype
@@ -159,6 +179,152 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
         algo="v1",
         tensors=tuple(tensors),
         launches=(launch,),
+        params=p,
+        workload=w.to_dict(),
+        config=c.to_dict(),
+    )
+
+
+DOT_ROWS = 128  # rows per CTA of the D launch (kernels/flash_v1_bwd.py)
+CONVERT_ROWS = 64  # rows per CTA of the dQ conversion
+
+
+def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    """The released FlashAttention-1 backward (see the module docstring)."""
+    w, c = workload, config
+    p = dict(params(w, c), S=c.num_splits, W=c.num_warps)
+    dtype = w.dtype
+    bh = w.batch * w.heads
+    threads = c.num_warps * 32
+    # the forward's walk with the roles of the loops swapped: K/V block j of CTA z is
+    # z + S*jj; each walks the Q steps that see it
+    j = "(z + S*jj)"
+    if w.causal:
+        q = f"block_n*{j}//block_m + i"
+        inner_trips = f"max(0, T_r - block_n*{j}//block_m)"
+        masked = f"min(1, max(0, cdiv(block_n*({j} + 1) - 1, block_m) - ({q})))"
+    else:
+        q, inner_trips, masked = "i", "T_r", "0"
+    r, n = rows(f"({q})"), cols(j)
+    tile = ("bh", q)
+    mask = f" + {masked}*{times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if w.causal else ""
+    stat = f"{r}*{FP32_BYTES}"
+    inner = (
+        Load("q", "Q", tile, f"{r}*d*e"),
+        Load("do", "dO", tile, f"{r}*d*e"),
+        Load("l", "L", tile, stat),
+        Load("mx", "M", tile, stat),
+        Load("dd", "D", tile, stat),
+        # -- S = Q_i K_j^T, P = exp(S*scale - m) / l: each warp its keys; K_j's fragments
+        # from shared memory ----------------------------------------------------------------
+        Vector(smem=f"{n}*d*e", deps=("q",)),
+        Mma(r, n, "d", dtype, deps=("kj",), id="s"),
+        Vector(
+            exp=f"{r}*{n}",
+            fp32=f"{r}*{n}*{V1_BWD_FP32_PER_SCORE_P} + {times(r, V1_BWD_FP32_PER_ROW_STEP)}{mask}",
+            deps=("l", "mx"),
+        ),
+        # -- dV_j += P^T dO_i (dO_i staged in shared memory) --------------------------------
+        Mma(n, "d", r, dtype, deps=("do",), id="dv"),
+        # -- dP = dO_i V_j^T; dS = P * (dP - D_i) --------------------------------------------
+        Vector(smem=f"{n}*d*e"),
+        Mma(r, n, "d", dtype, deps=("vj",), id="dp"),
+        # dS through shared memory: every warp reads all of it for dQ
+        Vector(
+            fp32=f"{r}*{n}*{BWD_FP32_PER_SCORE_DS}",
+            smem=f"(1 + W)*{r}*{n}*e + {n}*d*e",
+            deps=("dd",),
+        ),
+        # -- dK_j += dS^T Q_i; dQ_i = dS K_j, added into dQacc (atomics at the L2) ----------
+        Mma(n, "d", r, dtype, id="dk"),
+        Mma(r, "d", n, dtype, id="dqk"),
+        Store("dQacc", tile, f"{r}*d*{FP32_BYTES}"),
+    )
+    program = CtaProgram(
+        (
+            Role(
+                "main",
+                (
+                    Loop(
+                        "jj",
+                        "cdiv(T_c - z, S)",
+                        (
+                            Load("kj", "K", ("bh", j), f"{n}*d*e"),
+                            Load("vj", "V", ("bh", j), f"{n}*d*e"),
+                            Vector(smem=f"2*{n}*d*e", deps=("kj", "vj")),
+                            Loop("i", inner_trips, inner, prefetch=c.num_stages - 1),
+                            Vector(fp32=times(f"{n}*d", BWD_FP32_PER_GRAD_SCALE)),
+                            Store("dK", ("bh", j), f"{n}*d*e"),
+                            Store("dV", ("bh", j), f"{n}*d*e"),
+                        ),
+                    ),
+                ),
+                c.num_warps,
+            ),
+        )
+    )
+    main = Launch(
+        name="flash_v1_bwd",
+        grid=(("bh", bh), ("z", c.num_splits)),
+        program=program,
+        smem_bytes=backward_smem_bytes("v1", w, c),
+        threads=threads,
+        regs_per_thread=regs_estimate(v1_released_fp32_per_cta(w, c), threads),
+        mma_path=c.mma_path,
+    )
+    all_rows = bh * w.seqlen_q
+    g = f"min({DOT_ROWS}, {all_rows} - {DOT_ROWS}*g)"
+    dot = Launch(
+        name="bwd_dot",
+        grid=(("g", -(-all_rows // DOT_ROWS)),),
+        program=CtaProgram(
+            (
+                Role(
+                    "main",
+                    (
+                        Load("o", "O", ("g",), f"{g}*d*e_o"),
+                        Load("do", "dO", ("g",), f"{g}*d*e"),
+                        Vector(fp32=f"{g}*d*{BWD_FP32_PER_D_ELEM}", deps=("o", "do")),
+                        Store("D", ("g",), f"{g}*{FP32_BYTES}"),
+                        Store("dQacc", ("g",), f"{g}*d*{FP32_BYTES}"),
+                    ),
+                    4,
+                ),
+            )
+        ),
+        smem_bytes=0,
+        threads=128,
+        regs_per_thread=regs_estimate(2 * DOT_ROWS * w.head_dim, 128),
+        mma_path=c.mma_path,
+    )
+    g = f"min({CONVERT_ROWS}, {all_rows} - {CONVERT_ROWS}*g)"
+    convert = Launch(
+        name="bwd_dq",
+        grid=(("g", -(-all_rows // CONVERT_ROWS)),),
+        program=CtaProgram(
+            (
+                Role(
+                    "main",
+                    (
+                        Load("dq", "dQacc", ("g",), f"{g}*d*{FP32_BYTES}"),
+                        Vector(fp32=times(f"{g}*d", BWD_FP32_PER_GRAD_SCALE), deps=("dq",)),
+                        Store("dQ", ("g",), f"{g}*d*e"),
+                    ),
+                    4,
+                ),
+            )
+        ),
+        smem_bytes=0,
+        threads=128,
+        regs_per_thread=regs_estimate(CONVERT_ROWS * w.head_dim, 128),
+        mma_path=c.mma_path,
+    )
+    dq_acc = TensorSpec("dQacc", (w.batch, w.heads, w.seqlen_q, w.head_dim), "fp32")
+    tensors = backward_tensors(w) + [dq_acc, row_stat("L", w), row_stat("M", w)]
+    return Trace(
+        algo="v1",
+        tensors=tuple(tensors),
+        launches=(dot, main, convert),
         params=p,
         workload=w.to_dict(),
         config=c.to_dict(),

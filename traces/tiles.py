@@ -62,6 +62,12 @@ V1_FP32_PER_ROW_STEP = 9
 # O = diag(l_new)^-1 (diag(l) e^a O + e^b P~ V): scale old O (1), FMA with PV (2), divide (1).
 V1_FP32_PER_O_STEP = 4
 
+# The released v1 kernel, per Q row per step: lse of the block m + log2(l) (2), the
+# larger lse (1), the two exponentials and their sum (3), the log and its add (2), the
+# two factors' exponent differences (2).
+FLASH_V1_FP32_PER_ROW_STEP = 10
+# ... per output element per step: O = a O_old + b P V (multiply, FMA: 3).
+FLASH_V1_FP32_PER_O_STEP = 3
 FP32_BYTES = 4  # the softmax statistics (l, m, log-sum-exp) are fp32
 
 

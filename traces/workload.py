@@ -22,6 +22,7 @@ from ..errors import TilesimError
 ALGOS = ("standard", "v1", "v2", "v3")
 DTYPES = ("fp16", "bf16", "fp8")
 PASSES = ("fwd", "bwd", "fwd_bwd")  # forward, backward, or both in one trace
+V1_KERNELS = ("algorithm1", "released")  # KernelConfig.v1_kernel
 # Head dims the kernels and the trace generators support.
 HEAD_DIMS = (64, 128, 256)
 # Largest sizes a simulation finishes in minutes: a longer sequence is refused, not
@@ -283,9 +284,15 @@ class KernelConfig:
     warp_specialize: bool = False
     pingpong: bool = False
     persistent: bool = False
-    # serving (v2, v3): split the KV sequence over this many CTAs per Q block, then a
-    # combine launch (Flash-Decoding); pack the G query heads of a K/V head in one Q
-    # block (FlashAttention-3's PackGQA)
+    # v1 only: which program runs ("algorithm1": the FlashAttention paper's Algorithm 1;
+    # "released": the released FlashAttention-1 kernel, block_m-row Q steps against a
+    # block_n-key K/V block held on chip, its keys split across the num_warps warps),
+    # and the released kernel's CTAs per (batch, head).
+    v1_kernel: str = "algorithm1"
+    # CTAs per (batch, head) sharing its work: v1 released, the Q steps (forward) or K/V
+    # blocks (backward); v2/v3 serving, the KV sequence, then a combine launch
+    # (Flash-Decoding). pack_gqa: the G query heads of a K/V head in one Q block
+    # (FlashAttention-3's PackGQA).
     num_splits: int = 1
     pack_gqa: bool = False
 
@@ -306,13 +313,22 @@ class KernelConfig:
                 raise TilesimError(f"{name} must be a positive integer, got {value!r}")
             # tile sizes and warp counts are powers of two (tl.arange, warpgroups);
             # a pipeline depth is any count (Triton's usual num_stages is 3)
-            if name != "num_stages" and value & (value - 1):
+            if name not in ("num_stages", "num_splits") and value & (value - 1):
                 raise TilesimError(f"{name} must be a power of two, got {value}")
         if self.mma_path not in ("wgmma", "mma_sync"):
             raise TilesimError(f"unknown mma_path {self.mma_path!r} (choose wgmma or mma_sync)")
         for name in ("warp_specialize", "pingpong", "persistent"):
             if not isinstance(getattr(self, name), bool):
                 raise TilesimError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.v1_kernel not in V1_KERNELS:
+            raise TilesimError(
+                f"unknown v1_kernel {self.v1_kernel!r} (choose {' or '.join(V1_KERNELS)})"
+            )
+        if self.v1_kernel == "released" and self.block_n < 16 * self.num_warps:
+            raise TilesimError(
+                f"block_n={self.block_n} must give each of the {self.num_warps} warps "
+                "at least 16 keys (a tensor-core tile)"
+            )
 
     def replace(self, **changes) -> KernelConfig:
         return dataclasses.replace(self, **changes)

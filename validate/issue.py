@@ -18,7 +18,7 @@ Global loads and stores, wgmma and their waits cost nothing here: the simulator
 models them.
 
 For a kernel with an MMA loop, ``loop`` is the cycles per iteration of its
-innermost one (the loop with wgmma, HGMMA or fp8's QGMMA, and the fewest
+innermost one (the loop with wgmma, HGMMA or fp8's QGMMA, or mma.sync's HMMA, and the fewest
 instructions), and ``rest`` is the kernel's other instructions replayed once in text
 order, less its other MMA loops beside that one: v2's masked K/V loop, which a full
 attention never enters and a causal one enters for the block at the diagonal, a step
@@ -70,6 +70,7 @@ BRA = re.compile(r"\bBRA\s+(?:`\()?(\.L_x_\d+)")
 PRED = re.compile(r"^@!?U?P[T\d]+\s+")
 
 GMMA = ("HGMMA", "QGMMA")  # wgmma: fp16/bf16, fp8
+MMA = (*GMMA, "HMMA")  # and mma.sync (v1's 16-row steps): an issue slot, its pipe simulated
 EXT = {"LDG", "LDGSTS", "STG", "LDGDEPBAR", *GMMA, "RED", "ATOM", "REDG", "LDC", "ULDC", "DEPBAR"}
 FP = {"FADD", "FMUL", "FSEL", "FSETP", "F2FP", "FMNMX", "HADD2", "HMUL2", "HFMA2"}
 INT = set(
@@ -232,7 +233,7 @@ def kernel_issue(
     (a causal kernel's masked blocks at the diagonal), each costing what it issues beyond
     a step of the loop (module docstring)."""
     ins, labels = parse(text)
-    if not any(x[1].startswith(GMMA) for x in ins):
+    if not any(x[1].startswith(MMA) for x in ins):
         return None
     bar = BARRIER.get(warps, 28)
     # back edges; the retry stubs of mbarrier waits placed after the last EXIT jump
@@ -243,7 +244,7 @@ def kernel_issue(
         m = BRA.search(x[0])
         if m and m.group(1) in labels and j - labels[m.group(1)] > 1:
             loops.append((labels[m.group(1)], j))
-    mma = [(a, j) for a, j in loops if any(x[1].startswith(GMMA) for x in ins[a : j + 1])]
+    mma = [(a, j) for a, j in loops if any(x[1].startswith(MMA) for x in ins[a : j + 1])]
     ks = (1, 2, 3, 4)
     if not mma:
         return {"kernel": [replay(ins, k, 2, bar) for k in ks], "instructions": len(ins)}

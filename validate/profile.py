@@ -46,7 +46,7 @@ HIDDEN = 2048  # heads = HIDDEN / d, as the validation grid; and one head
 # 16 only, of neither (N % 16 = 8, so that standard's rows, padded to 8, are not either)
 SEQLENS = (1024, 1040, 1000)
 UNALIGNED_BY = (0, 16, 24)  # the same classes below a power of two, for the row plans
-GMMA = ("HGMMA", "QGMMA")
+MMA = ("HGMMA", "QGMMA", "HMMA")  # wgmma (fp16/bf16, fp8) and mma.sync
 ISSUE_DECIMALS = 1
 NOTES = (
     "compiled on the CPU by validate/cross_compile.py: the kernels' own launch path "
@@ -94,9 +94,17 @@ def selectable_configs(algo: str, workload: Workload, gpu) -> list[KernelConfig]
             configs.check_fits(algo, workload, c, gpu)
         except TilesimError:
             continue
-        if c not in out and c.mma_path == ("wgmma" if gpu.has_wgmma else "mma_sync"):
+        if c not in out and c.mma_path == compiled_path(algo, c, gpu):
             out.append(c)
     return out
+
+
+def compiled_path(algo: str, config: KernelConfig, gpu) -> str:
+    """The MMA path Triton builds a config's kernel with: wgmma on Hopper, except the
+    released v1's 16-row steps, below a warpgroup's 64 (mma.sync everywhere)."""
+    if algo == "v1" and config.v1_kernel == "released":
+        return "mma_sync"
+    return "wgmma" if gpu.has_wgmma else "mma_sync"
 
 
 def selectable_cases(gpus) -> list[tuple[str, Workload, KernelConfig]]:
@@ -191,12 +199,15 @@ class Collector:
             text = sass.disassemble(cubin)
             self._cubins[digest] = (*resource_usage(cubin), text, sass.loops(text))
         regs, local, text, loops = self._cubins[digest]
-        mma = [x for x in loops if any(op.startswith(GMMA) for op in x["ops"])]
+        mma = [x for x in loops if any(op.startswith(MMA) for op in x["ops"])]
         inner = min(mma, key=lambda x: x["instructions"]) if mma else {}
+        # the loop's blocks that forward branches skip run on some steps only: the Gluon
+        # kernel's mask, and the released v1's (its steps at the diagonal, a partial last
+        # block, the final store): replayed once per CTA, not every step
         key = (
             digest,
             config.num_warps,
-            config.warp_specialize,
+            config.warp_specialize or config.v1_kernel == "released",
             int(causal),
         )
         if key not in self._issue:

@@ -266,6 +266,6 @@ def test_predict_unknown_config_name_is_one_line():
     result = run_tilesim("predict", "--algo", "v2", "--config", "fa9", *SMALL)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: unknown config 'fa9' (choose from default, fa3, fa2, fa1-algorithm1, "
-        "sdpa-flash, fa1)"
+        "error: unknown config 'fa9' (choose from default, fa3, fa2, fa1, fa1-algorithm1, "
+        "sdpa-flash)"
     ]

@@ -88,7 +88,10 @@ def test_v1_v2_numbers_equal_the_engine(story):
     assert n1["score_traffic_bytes"] == 0
     assert n2["time_s"] == p2.time_s and n2["v1_time_s"] == p1.time_s
     assert n2["speedup_vs_standard"] == s.time_s / p2.time_s
-    assert n2["v1_ctas"] == B * H  # one CTA per (batch, head)
+    # the released kernel's num_splits CTAs per (batch, head)
+    c1 = default_config("v1", w, gpu)
+    assert n1["v1_kernel"] == n2["v1_kernel"] == c1.v1_kernel == "released"
+    assert n2["v1_ctas"] == n1["ctas"] == B * H * c1.num_splits
     assert n2["v2_ctas"] == B * H * -(-N // default_config("v2", w, gpu).block_m)
     c1, c2 = counters(build("v1", w, gpu)), counters(build("v2", w, gpu))
     assert (n2["v1_fp32_ops"], n2["v2_fp32_ops"]) == (c1.fp32_ops, c2.fp32_ops)

@@ -98,6 +98,22 @@ def test_other_tiles(algo, config, device):
     _check(algo, (1, 1, 90, 90, 64), True, torch.float16, device, config)
 
 
+# the released FlashAttention-1 structure (v1's default kernel): 16-row steps, a K/V
+# block per CTA or the head's blocks walked by one (num_splits 1), dQ by atomics
+V1_RELEASED = [
+    KernelConfig(16, 32, 2, 2, v1_kernel="released"),
+    KernelConfig(16, 64, 4, 1, v1_kernel="released", num_splits=2),
+]
+
+
+@pytest.mark.parametrize("config", V1_RELEASED, ids=["one-split", "split-blocks"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=["square-d64", "nq>nk-d128", "nq<nk-d64"])
+def test_v1_released(config, shape, causal, device):
+    runs = _check("v1", shape, causal, torch.float16, device, config)
+    assert [n for n, _ in runs] == ["v1_bwd_dot", "v1_bwd", "v1_bwd_dq"]
+
+
 def test_d256(device):
     _check("v2", (1, 1, 40, 40, 256), True, torch.float16, device, KernelConfig(16, 16, 4, 1))
 

@@ -14,6 +14,7 @@ from conftest import make_qkv
 
 import tilesim.kernels as K
 from tilesim.errors import TilesimError
+from tilesim.traces.workload import KernelConfig
 
 torch = pytest.importorskip("torch")
 from tilesim.kernels.reference import rel_error  # noqa: E402
@@ -32,9 +33,9 @@ def _inputs(shape, dtype, seed):
     return q, k, v, do
 
 
-def _check(algo, shape, causal, dtype, seed):
+def _check(algo, shape, causal, dtype, seed, config=None):
     q, k, v, do = _inputs(shape, dtype, seed)
-    grads, runs = K.backward_launches(q, k, v, do, causal=causal, algo=algo)
+    grads, runs = K.backward_launches(q, k, v, do, causal=causal, algo=algo, config=config)
     for g in grads:
         g.fill_(float("nan"))
     for _, run in runs:
@@ -51,15 +52,21 @@ def _check(algo, shape, causal, dtype, seed):
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_d128_default_config(algo, dtype, causal):
-    n = 1024 if algo == "v1" else 2048  # v1 runs one CTA per head: keep it short
     seed = zlib.crc32(f"bwd{algo}{dtype}{causal}".encode())
-    _check(algo, (2, 8, n, n, 128), causal, DTYPES[dtype], seed)
+    _check(algo, (2, 8, 2048, 2048, 128), causal, DTYPES[dtype], seed)
 
 
 @pytest.mark.parametrize("algo", ["standard", "v1", "v2"])
 def test_d64_and_partial_blocks(algo):
     _check(algo, (1, 4, 1000, 1000, 64), True, torch.float16, seed=11)
     _check(algo, (1, 4, 333, 777, 128), False, torch.float16, seed=12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_v1_algorithm4(causal):
+    """The paper's Algorithm 4 (`--config fa1-algorithm1`) after the released forward."""
+    config = KernelConfig(64, 64, 8, 1, "mma_sync")
+    _check("v1", (2, 4, 1024, 1024, 128), causal, torch.float16, seed=23, config=config)
 
 
 @pytest.mark.parametrize("causal", [False, True])

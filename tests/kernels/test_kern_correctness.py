@@ -19,7 +19,7 @@ from tilesim.errors import TilesimError
 from tilesim.traces.workload import KernelConfig
 
 torch = pytest.importorskip("torch")
-from tilesim.kernels import flash_v2, flash_v3  # noqa: E402
+from tilesim.kernels import flash_v1, flash_v2, flash_v3  # noqa: E402
 from tilesim.kernels.reference import reference, reference_lse, rel_error  # noqa: E402
 
 # (batch, heads, n_q, n_kv, d): block multiples, partial blocks, n_q != n_kv both ways
@@ -89,6 +89,32 @@ def test_v2_other_tiles(config, causal, device):
 )
 def test_v1_other_tiles(config, device):
     _check("v1", (1, 2, 150, 150, 64), True, torch.float16, device, config)
+
+
+# the released FlashAttention-1 structure (v1's default kernel): 16-row steps, the keys
+# of a block split across the warps, Q steps spread over num_splits CTAs
+V1_RELEASED = [
+    KernelConfig(16, 64, 4, 2, v1_kernel="released"),
+    KernelConfig(16, 32, 2, 2, v1_kernel="released", num_splits=3),
+]
+
+
+@pytest.mark.parametrize("config", V1_RELEASED, ids=["one-split", "three-splits"])
+@pytest.mark.parametrize(("shape", "causal"), list(itertools.product(SHAPES, [False, True])))
+def test_v1_released(config, shape, causal, device):
+    _check("v1", shape, causal, torch.float16, device, config)
+
+
+def test_v1_released_keeps_lse(device):
+    """The released forward keeps ℓ = 1 and m = the natural-log log-sum-exp per row."""
+    q, k, v = make_qkv(1, 2, 100, 150, 64, torch.float16, device, 5)
+    out = poisoned(q.shape, q.dtype, device)
+    lm = torch.full((2, 2, 100), float("nan"), device=device)
+    for _, run in flash_v1.launches(q, k, v, True, 0.125, V1_RELEASED[1], out, lm=lm):
+        run()
+    assert torch.equal(lm[0], torch.ones_like(lm[0]))
+    ref = reference_lse(q, k, True, 0.125)
+    assert torch.allclose(lm[1].reshape(ref.shape), ref, atol=2e-3)
 
 
 def test_d256(device):

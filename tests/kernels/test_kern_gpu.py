@@ -57,8 +57,13 @@ def test_d128_default_config(algo, dtype, causal):
     if algo == "v3" and not _hopper():
         pytest.skip("v3 needs Hopper")
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    n = 1024 if algo == "v1" else 2048  # v1 runs one CTA per head: keep it short
-    _check(algo, (2, 8, n, n, 128), causal, dt, seed=zlib.crc32(f"{algo}{dtype}{causal}".encode()))
+    _check(
+        algo,
+        (2, 8, 2048, 2048, 128),
+        causal,
+        dt,
+        seed=zlib.crc32(f"{algo}{dtype}{causal}".encode()),
+    )
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -77,6 +82,16 @@ def test_partial_blocks(algo, causal):
         pytest.skip("v3 needs Hopper")
     _check(algo, (2, 4, 1000, 1000, 128), causal, torch.float16, seed=7)
     _check(algo, (1, 4, 333, 777, 64), causal, torch.float16, seed=8)
+
+
+# the paper's Algorithm 1 (`--config fa1-algorithm1`): one CTA per head, wgmma tiles
+V1_ALGORITHM1 = KernelConfig(64, 128, 4, 1, "wgmma")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_v1_algorithm1(causal):
+    _check("v1", (2, 8, 1024, 1024, 64), causal, torch.float16, seed=21, config=V1_ALGORITHM1)
+    _check("v1", (1, 4, 1000, 1000, 128), causal, torch.float16, seed=22, config=V1_ALGORITHM1)
 
 
 @pytest.mark.skipif(not _hopper(), reason="v3 needs Hopper")

@@ -10,7 +10,7 @@ from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
 from tilesim.traces import KernelConfig, Workload, build, default_config, kept_bytes, load, save
-from tilesim.traces.config import smem_bytes
+from tilesim.traces.config import named_config, smem_bytes
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Load, Mma, Store, Vector
@@ -127,8 +127,9 @@ def test_standard_bytes_closed_form(shape, h100):
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_v1_bytes_closed_form_dominated_by_dq_round_trips(shape, h100):
+    """The paper's Algorithm 4 (`fa1-algorithm1`)."""
     w = bwd(shape)
-    cfg = default_config("v1", w, h100)
+    cfg = named_config("fa1-algorithm1", "v1", w, h100)
     c = counters(build("v1", w, h100, cfg))
     bh, nq, nk, d, e = w.batch * w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim, w.elem_bytes
     t_c = cdiv(nk, cfg.block_n)
@@ -140,6 +141,33 @@ def test_v1_bytes_closed_form_dominated_by_dq_round_trips(shape, h100):
         b for t, b in {**c.read_bytes_by_tensor, **c.write_bytes_by_tensor}.items() if t != "dQacc"
     )
     assert dq > 0.3 * others
+
+
+@pytest.mark.parametrize("shape", SHAPES[:3])  # d = 256 runs Algorithm 4
+@pytest.mark.parametrize("causal", [False, True])
+def test_v1_released_backward_bytes(shape, causal, h100):
+    """The released backward: D and the zeroed dQacc (one launch), the K/V walk reading K,
+    V once and every step's Q, dO, l, m, D, adding into dQacc, and dQ from dQacc."""
+    w = bwd(shape, causal=causal)
+    cfg = default_config("v1", w, h100)
+    assert cfg.v1_kernel == "released"
+    trace = build("v1", w, h100, cfg)
+    assert [x.name for x in trace.launches] == ["bwd_dot", "flash_v1_bwd", "bwd_dq"]
+    c = counters(trace)
+    bh, nq, nk, d, e = w.batch * w.heads, w.seqlen_q, w.seqlen_kv, w.head_dim, w.elem_bytes
+    bm, bn = cfg.block_m, cfg.block_n
+    tc, tr = cdiv(nk, bn), cdiv(nq, bm)
+    steps = [tr - (bn * j // bm if causal else 0) for j in range(tc)]
+    rows = sum(max(0, nq - bm * (tr - s)) for s in steps)  # rows of the steps walked
+    assert c.read_bytes_by_tensor["K"] == c.read_bytes_by_tensor["V"] == bh * nk * d * e
+    assert c.read_bytes_by_tensor["Q"] == bh * rows * d * e
+    assert c.read_bytes_by_tensor["dO"] == bh * (rows + nq) * d * e  # + D's launch
+    assert c.read_bytes_by_tensor["D"] == c.read_bytes_by_tensor["M"] == bh * rows * 4
+    assert c.write_bytes_by_tensor["dQacc"] == bh * (rows + nq) * d * 4  # adds + zeroing
+    assert c.read_bytes_by_tensor["dQacc"] == bh * nq * d * 4
+    for t in ("dK", "dV"):
+        assert c.write_bytes_by_tensor[t] == bh * nk * d * e
+    assert c.write_bytes_by_tensor["dQ"] == bh * nq * d * e
 
 
 def test_v1_bytes_grow_as_n_squared_d_squared_over_m(h100):
@@ -270,13 +298,13 @@ def test_fwd_bwd_is_the_forward_then_the_backward(algo, h100):
 
 
 def test_fwd_bwd_with_each_pass_default_runs_the_backward_as_built_alone(h100):
-    # v1 at d = 64: the forward's default tiles are 64 x 128, the backward's 64 x 64, so
-    # the backward's expressions are renamed (block_n_bwd, ...): every field of every
-    # op, the shared-memory bytes of a Vector too, must evaluate as in the backward alone
+    # v1 at d = 64: the forward's default runs 4 warps, the backward's 8, so the backward's
+    # expressions are renamed (W_bwd, ...): every field of every op, the shared-memory
+    # bytes of a Vector too, must evaluate as in the backward alone
     w = bwd((1, 2, 1024, 1024, 64), causal=True, pass_="fwd_bwd")
     both = build("v1", w, h100)
     back = build("v1", dataclasses.replace(w, pass_="bwd"), h100)
-    assert both.params["block_n"] != back.params["block_n"]
+    assert both.params["W"] != back.params["W"]
     i = len(both.launches) - len(back.launches)
     for cta in (0, 1):
         assert expand(both, i, cta) == expand(back, 0, cta)

@@ -6,6 +6,7 @@ import pytest
 
 import tilesim.traces.counters as counters_mod
 from tilesim.traces import KernelConfig, Workload, build, default_config
+from tilesim.traces.config import named_config
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Load, Mma, Store, Vector
@@ -232,11 +233,37 @@ def v1_bytes(w: Workload, bm: int, bn: int) -> tuple[int, int]:
 @pytest.mark.parametrize("n", [1000, 4096])
 def test_v1_bytes_equal_formula(n, h100):
     w = Workload(2, 2, n, n, 64)
-    trace = build("v1", w, h100)
+    trace = build("v1", w, h100, named_config("fa1-algorithm1", "v1", w, h100))
     c = counters(trace)
     assert (c.no_reuse_read_bytes, c.no_reuse_write_bytes) == v1_bytes(
         w, trace.config["block_m"], trace.config["block_n"]
     )
+
+
+@pytest.mark.parametrize("n", [1000, 4096])
+@pytest.mark.parametrize("causal", [False, True])
+def test_v1_released_bytes_equal_formula(n, causal, h100):
+    """The released kernel: K, V once per split (each of a head's CTAs loads every block); per
+    K/V block every row's Q, and its fp32 O and lse
+    read back (not on the first block) and written (O itself on the last); l = 1 once."""
+    w = Workload(2, 2, n, n, 64, causal=causal)
+    cfg = default_config("v1", w, h100)
+    assert (cfg.v1_kernel, cfg.block_m, cfg.block_n) == ("released", 16, 256)
+    c = counters(build("v1", w, h100, cfg))
+    bh, d, e, bm, bn = 4, 64, 2, cfg.block_m, cfg.block_n
+    tc = cdiv(n, bn)
+    # rows each K/V block's walk visits: every row, or causal those of its steps from the
+    # first one that reaches the block
+    rows = [n - (bn * j // bm) * bm if causal else n for j in range(tc)]
+    kv = cfg.num_splits * bh * n * d * e
+    assert c.read_bytes_by_tensor["K"] == c.read_bytes_by_tensor["V"] == kv
+    assert c.read_bytes_by_tensor["Q"] == bh * sum(rows) * d * e
+    assert c.read_bytes_by_tensor["Acc"] == bh * sum(rows[1:]) * d * 4
+    assert c.read_bytes_by_tensor["M"] == bh * sum(rows[1:]) * 4
+    assert c.write_bytes_by_tensor["Acc"] + bh * n * d * 4 == bh * sum(rows) * d * 4
+    assert c.write_bytes_by_tensor["O"] == bh * n * d * e
+    assert c.write_bytes_by_tensor["M"] == bh * sum(rows) * 4
+    assert c.write_bytes_by_tensor["L"] == bh * n * 4
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -287,11 +314,17 @@ def test_compulsory_bytes_per_algorithm(h100):
     s = 2 * 2 * 1024 * 1024 * 2
     stat = 2 * 2 * 1024 * 4
     c = {a: counters(build(a, w, h100)) for a in ALGOS}
+    algorithm1 = counters(build("v1", w, h100, named_config("fa1-algorithm1", "v1", w, h100)))
     # standard: S and P are written first, so no compulsory read of them
     assert c["standard"].compulsory_read_bytes == 3 * q
     assert c["standard"].compulsory_write_bytes == 2 * s + q
-    # v1: the fp32 running O (Acc, twice Q's bytes), l, m are initialised before they are read
-    assert c["v1"].compulsory_read_bytes == 3 * q
+    # Algorithm 1: the fp32 running O (Acc, twice Q's bytes), l, m are initialised before
+    # they are read
+    assert algorithm1.compulsory_read_bytes == 3 * q
+    assert algorithm1.compulsory_write_bytes == q + 2 * q + 2 * stat
+    # the released v1's first block reads no Acc and no lse, but its step loads them (of
+    # 0 bytes) before it stores them: the first access of the whole tensor is a load
+    assert c["v1"].compulsory_read_bytes == 3 * q + 2 * q + stat
     assert c["v1"].compulsory_write_bytes == q + 2 * q + 2 * stat
     for algo in ("v2", "v3"):
         assert c[algo].compulsory_read_bytes == 3 * q

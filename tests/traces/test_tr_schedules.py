@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tilesim.traces import KernelConfig, Workload, build, default_config
+from tilesim.traces.config import named_config
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Arrive, Load, Loop, Mma, Store, Vector, Wait
 from tilesim.traces.occupancy import occupancy
@@ -140,9 +141,50 @@ def test_standard_is_three_launches_with_full_s_and_p(h100):
 # -- v1 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_v1_released_walks_16_row_steps_over_its_splits(causal, h100):
+    """The released kernel: grid (bh, z); CTA z takes the steps z, z+S, ... of every K/V
+    block (causal: from the first step that reaches it), each step a Q, Acc and lse load
+    (none of Acc, lse on the first block) and O instead of Acc on the last block a step sees."""
+    w = Workload(1, 2, 512, 512, 64, causal=causal)
+    cfg = default_config("v1", w, h100).replace(num_splits=3)
+    trace = build("v1", w, h100, cfg)
+    (main,) = trace.launches
+    assert main.grid == (("bh", 2), ("z", 3))
+    tc, steps = 512 // cfg.block_n, 512 // cfg.block_m
+    for z in range(3):
+        flat = expand(trace, 0, 2 * z)  # CTA (bh 0, z)
+        seen = []
+        for j in range(tc):
+            first = cfg.block_n * j // cfg.block_m if causal else 0
+            mine = [q for q in range(first, steps) if q % 3 == z]
+            q_loads = [
+                f.op.tile[1]
+                for f in flat
+                if isinstance(f.op, Load) and f.op.tensor == "Q" and dict(f.iters)["j"] == j
+            ]
+            assert q_loads == mine
+            acc = [
+                f.op.nbytes
+                for f in flat
+                if isinstance(f.op, Load) and f.op.tensor == "Acc" and dict(f.iters)["j"] == j
+            ]
+            assert set(acc) == ({0} if j == 0 else {16 * 64 * 4})
+            seen += mine
+        o = {
+            f.op.tile[1]: dict(f.iters)["j"]
+            for f in flat
+            if isinstance(f.op, Store) and f.op.tensor == "O" and f.op.nbytes
+        }
+        assert sorted(o) == sorted(q for q in range(steps) if q % 3 == z)
+        last = {q: min(16 * q + 15, 511) // cfg.block_n if causal else tc - 1 for q in o}
+        assert o == last
+
+
 def test_v1_grid_is_batch_times_heads_and_reads_o_every_step(h100):
+    """The paper's Algorithm 1 (`fa1-algorithm1`)."""
     w = Workload(2, 3, 512, 512, 64)
-    trace = build("v1", w, h100)
+    trace = build("v1", w, h100, named_config("fa1-algorithm1", "v1", w, h100))
     (main,) = trace.launches  # the CTA initialises Acc, l, m itself (line 2)
     assert main.grid == (("bh", 6),)
     flat = expand(trace, 0, 4)
