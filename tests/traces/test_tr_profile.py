@@ -196,7 +196,9 @@ def test_a_failed_variant_is_estimated_with_the_compile_error(profile, h200):
     n = {v.block_m: 1024, 16: 1040, 1: 1000}[v.seqlen_q_align]  # a shape of its class
     heads = 1 if v.single_head else 2048 // v.head_dim
     w = Workload(2, heads, n, n, v.head_dim, v.causal, v.dtype, v.pass_)
-    fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(KernelConfig) if hasattr(v, f.name)}
+    fields = {
+        f.name: getattr(v, f.name) for f in dataclasses.fields(KernelConfig) if hasattr(v, f.name)
+    }
     c = KernelConfig(**{**fields, "v1_kernel": v.v1_kernel or "algorithm1"})
     launch = next(x for x in build(v.algo, w, h200, c).launches if x.name == v.launch)
     assert profile.failure(v) in launch.estimated
