@@ -36,6 +36,7 @@ straddling the diagonal pay the mask. K/V blocks no query sees are not loaded.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from ..hwmodels.gpu import GPU
@@ -51,7 +52,6 @@ from .ir import (
     TensorSpec,
     Trace,
     Vector,
-    Wait,
 )
 from .tiles import (
     FLASH_FP32_PER_MASKED_SCORE,
@@ -199,102 +199,105 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
     )
 
 
-class Steps(NamedTuple):
-    """The released kernel's loops (shared with its backward): expressions over the
-    outer K/V block j, the inner step i and the CTA's split z."""
-
-    q: str  # Q step (block_m-row block) of inner step i
-    outer_trips: str  # K/V blocks
-    inner_trips: str  # this CTA's steps in K/V block j
-    masked: str  # 1 for a step that straddles block j's diagonal, else 0
-    is_last: str  # 1 on the last K/V block step q sees, else 0
-
-
-def steps(w: Workload) -> Steps:
-    """CTA z takes the steps q = z (mod S) of each block from the first that sees it."""
-    if not w.causal:
-        return Steps("z + S*i", "T_c", "cdiv(T_r - z, S)", "0", "min(1, max(0, j - (T_c - 2)))")
-    begin = "block_n*j//block_m"  # the first step that reaches column block j
-    first = f"({begin} + (z - {begin}) % S)"
-    q = f"{first} + S*i"
-    return Steps(
-        q,
-        "min(T_c, cdiv(N_q, block_n))",
-        f"cdiv(T_r - {first}, S)",
-        # a step masks while its first row is left of the block's last column
-        f"min(1, max(0, cdiv(block_n*(j + 1) - 1, block_m) - ({q})))",
-        f"min(1, max(0, j - ({causal_kv_blocks(f'({q})')} - 2)))",
-    )
-
-
-def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
-    """The released FlashAttention-1 forward (see the module docstring)."""
-    w, c = workload, config
-    p = dict(params(w, c), S=c.num_splits, W=c.num_warps)
+def _step_ops(w: Workload, q: str, j: str, sfx: str, seen: bool) -> tuple:
+    """One 16-row step q of K/V block j: its loads, MMAs, softmax, combine and stores (the
+    mask's work of the steps on the diagonal is the block's, `_block_ops`)."""
     dtype = w.dtype
-    q, outer_trips, inner_trips, masked, is_last = steps(w)
-    r, n = rows(f"({q})"), cols("j")
+    r, n = rows(f"({q})"), cols(j)
     tile = ("bh", q)
-    seen = "min(1, j)"  # the first K/V block reads no Acc, no LSE
-    mask = f" + {masked}*{times(f'{r}*{n}', FLASH_FP32_PER_MASKED_SCORE)}" if w.causal else ""
     o_tile = f"{r}*d*{FP32_BYTES}"
-    # The warps that issue the step's instructions also issue its MMAs (mma.sync) and its
-    # shared-memory traffic, interleaved: the tensor and shared-memory pipes work while
-    # the schedulers issue (the step's issue cycles, from the compiled kernel, hold the
-    # order and latencies of that stream). So the step's ops take their pipes' time
-    # without blocking the role or waiting for each other; the next step waits for them.
-    inner = (
-        Wait(("qs@-1", "s@-1", "p@-1", "pv@-1", "c@-1")),
-        Load("q", "Q", tile, f"{r}*d*e"),
-        Load("o", "Acc", tile, f"{o_tile}*{seen}"),
-        Load("lse", "M", tile, f"{r}*{FP32_BYTES}*{seen}"),
+    if w.causal:
+        is_last = f"min(1, max(0, {j} - ({causal_kv_blocks(f'({q})')} - 2)))"
+    else:
+        is_last = f"min(1, max(0, {j} - (T_c - 2)))"
+    loads = (Load(f"q{sfx}", "Q", tile, f"{r}*d*e"),)
+    deps = ()
+    if seen:  # the first K/V block reads no Acc, no lse
+        loads += (
+            Load(f"o{sfx}", "Acc", tile, o_tile),
+            Load(f"lse{sfx}", "M", tile, f"{r}*{FP32_BYTES}"),
+        )
+        deps = (f"o{sfx}", f"lse{sfx}")
+    return (
+        *loads,
         # -- S = Q K_j^T: Q through shared memory (every warp reads all of it), K_j's
         # fragments in registers, each warp its block_n / W keys -----------------------
-        Vector(smem=f"(1 + W)*{r}*d*e", deps=("q",), id="qs", async_=True),
-        Mma(r, n, "d", dtype, deps=("kj",), id="s", async_=True),
+        Vector(smem=f"(1 + W)*{r}*d*e", deps=(f"q{sfx}",)),
+        Mma(r, n, "d", dtype, deps=("kj",)),
         # -- m, P = exp(S - m), l: the warps' row maxima and sums meet in shared memory;
         # P goes there for P V, where every warp reads all of it -----------------------
         Vector(
             exp=f"{r}*{n}",
-            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}{mask}",
+            fp32=f"{r}*{n}*{FLASH_FP32_PER_SCORE}",
             smem=f"(1 + W)*{r}*{n}*e + {through_smem(f'2*W*{r}*{FP32_BYTES}')}",
-            id="p",
-            async_=True,
         ),
         # -- P V_j: each warp d / W columns of O, over all the block's keys ----------------
-        Mma(r, "d", n, dtype, deps=("vj",), id="pv", async_=True),
+        Mma(r, "d", n, dtype, deps=("vj",)),
         # -- lse' = log(e^lse + e^m l), O = e^(lse - lse') O + e^(m - lse') P V: the loaded
-        # Acc and LSE into the accumulator's layout, the new ones out of it (smem) --------
+        # Acc and lse into the accumulator's layout, the new ones out of it (smem) --------
         Vector(
             fp32=f"{r}*d*{FLASH_V1_FP32_PER_O_STEP} + {times(r, FLASH_V1_FP32_PER_ROW_STEP)}",
-            smem=through_smem(f"({o_tile} + {r}*{FP32_BYTES})*(1 + {seen})"),
-            deps=("o", "lse"),
-            id="c",
-            async_=True,
+            smem=through_smem(f"({o_tile} + {r}*{FP32_BYTES})*{2 if seen else 1}"),
+            deps=deps,
         ),
         Store("Acc", tile, f"{o_tile}*(1 - {is_last})"),
         Store("O", tile, f"{r}*d*e_o*{is_last}"),
         Store("M", tile, f"{r}*{FP32_BYTES}"),
         Store("L", tile, f"{r}*{FP32_BYTES}*{is_last}"),
     )
+
+
+def _block_ops(w: Workload, c: KernelConfig, j: str, sfx: str, seen: bool) -> tuple:
+    """K/V block j of CTA z: its load, and the walk over the CTA's steps q = first + S*i of
+    it (first: the first step = z mod S that reaches the block)."""
+    n = cols(j)
+    begin = f"block_n*{_paren(j)}//block_m" if w.causal else "0"
+    first = f"({begin} + (z - {begin}) % S)" if w.causal else "z"
+    trips = f"cdiv(T_r - {first}, S)"
+    ops = [
+        Load("kj" if not sfx else f"kj{sfx}", "K", ("bh", j), f"{n}*d*e"),
+        Load("vj" if not sfx else f"vj{sfx}", "V", ("bh", j), f"{n}*d*e"),
+    ]
+    kj, vj = ops[0].id, ops[1].id
+    # K_j and V_j into the warps' fragments, through shared memory
+    ops.append(Vector(smem=through_smem(f"2*{n}*d*e"), deps=(kj, vj)))
+    q = f"{first} + S*i"
+    if w.causal:
+        # the steps whose first row is left of the block's last column run the mask: the
+        # CTA's first ones of the block, counted here (full 16-row steps: N_q >= their rows)
+        masked_end = f"cdiv(block_n*({j} + 1) - 1, block_m)"
+        masked = f"min({trips}, max(0, cdiv({masked_end} - {first}, S)))"
+        score = f"block_m*{n}"
+        ops.append(Vector(fp32=f"{masked}*{times(score, FLASH_FP32_PER_MASKED_SCORE)}"))
+    body = tuple(_rename_deps(op, {"kj": kj, "vj": vj}) for op in _step_ops(w, q, j, sfx, seen))
+    ops.append(Loop("i", trips, body, prefetch=c.num_stages - 1))
+    return tuple(ops)
+
+
+def _rename_deps(op, names: dict):
+    deps = getattr(op, "deps", None)
+    if not deps:
+        return op
+    return dataclasses.replace(op, deps=tuple(names.get(x, x) for x in deps))
+
+
+def _paren(x: str) -> str:
+    return x if x.isidentifier() or x.isdigit() else f"({x})"
+
+
+def released(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
+    """The released FlashAttention-1 forward (see the module docstring)."""
+    w, c = workload, config
+    p = dict(params(w, c), S=c.num_splits, W=c.num_warps)
+    # K/V blocks some query sees; the first reads no Acc and no lse
+    blocks = "min(T_c, cdiv(N_q, block_n))" if w.causal else "T_c"
     program = CtaProgram(
         (
             Role(
                 "main",
                 (
-                    Loop(
-                        "j",
-                        outer_trips,
-                        (
-                            Load("kj", "K", ("bh", "j"), f"{n}*d*e"),
-                            Load("vj", "V", ("bh", "j"), f"{n}*d*e"),
-                            # K_j and V_j into the warps' fragments, through shared memory
-                            Vector(smem=through_smem(f"2*{n}*d*e"), deps=("kj", "vj")),
-                            Loop("i", inner_trips, inner, prefetch=c.num_stages - 1),
-                            # the block's last step, before the next block
-                            Wait(("qs", "s", "p", "pv", "c")),
-                        ),
-                    ),
+                    *_block_ops(w, c, "0", "0", False),
+                    Loop("j", f"{blocks} - 1", _block_ops(w, c, "(j + 1)", "", True)),
                 ),
                 c.num_warps,
             ),
