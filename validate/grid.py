@@ -30,7 +30,6 @@ FP8_SEQLENS = (1024, 4096, 16384)
 # seqlen (v1's default, the released kernel's structure, spreads a head's K/V blocks
 # over CTAs; `fa1-algorithm1`'s one CTA per head is not on the grid).
 BACKWARD_ALGOS = ("v2", "standard", "v1")  # run order: v2 (the issue's target) first
-BACKWARD_SEQLENS: dict[str, tuple[int, ...]] = {}  # an algorithm's seqlen cap, if any
 PASSES = ("fwd", "bwd", "fwd_bwd")  # what `tilesim validate` can time
 
 
@@ -105,8 +104,8 @@ def validate_grid(
     points come last.
 
     ``passes`` with "bwd": the backward grid after the forward's, fp16 only,
-    the algorithms of ``BACKWARD_ALGOS`` that are in ``algos`` (v2 first), v1's
-    seqlens capped by ``BACKWARD_SEQLENS``; the spot checks stay forward-only.
+    the algorithms of ``BACKWARD_ALGOS`` that are in ``algos`` (v2 first), every
+    seqlen; the spot checks stay forward-only.
     With "fwd_bwd": the same shapes again, each timed as its forward's launches
     followed by its backward's (a training step's attention), config None: each
     pass runs its own default.
@@ -126,11 +125,9 @@ def validate_grid(
         )
     for pass_ in (p for p in ("bwd", "fwd_bwd") if p in passes):
         for algo in (a for a in BACKWARD_ALGOS if a in algos):
-            cap = BACKWARD_SEQLENS.get(algo)
-            ns = tuple(n for n in seqlens if cap is None or n <= max(cap))
             for d in head_dims:
                 for c in causal:
-                    for n in ns:
+                    for n in seqlens:
                         w = workload(n, d, c, "fp16", tokens, hidden, pass_)
                         if not runnable(algo, w, gpu):
                             continue
