@@ -149,7 +149,8 @@ def shapes(
     for n in seqlens:
         for d in head_dims:
             b, h = default_batch_heads(n, d)
-            out.append(Workload(batch or b, heads or h, n, n, d, causal, dtype))
+            b, h = (b if batch is None else batch), (h if heads is None else heads)
+            out.append(Workload(b, h, n, n, d, causal, dtype))
     return out
 
 

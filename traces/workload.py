@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import TilesimError
+from ..errors import TilesimError, shown
 
 ALGOS = ("standard", "v1", "v2", "v3")
 DTYPES = ("fp16", "bf16", "fp8")
@@ -41,8 +41,7 @@ class Workload:
                 raise TilesimError(f"{name} must be a positive integer, got {value!r}")
             limit = MAX_SEQLEN if name.startswith("seqlen") else MAX_BATCH_HEADS
             if value > limit:
-                shown = value if value < 10**15 else f"a {len(str(value))}-digit number"
-                raise TilesimError(f"{name} must be at most {limit}, got {shown}")
+                raise TilesimError(f"{name} must be at most {limit}, got {shown(value)}")
         if self.batch * self.heads > MAX_BATCH_HEADS:
             raise TilesimError(
                 f"batch x heads must be at most {MAX_BATCH_HEADS} (CUDA's grid limit), "

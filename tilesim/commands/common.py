@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from rich.console import Console
 
 from ..atomic import check_writable
+from ..errors import TilesimError, shown
 from ..hwmodels import GPU, load_gpu, parse_set_options
 from ..simulator.prediction import BOUNDS
 from ..traces.workload import Workload
@@ -95,6 +97,38 @@ def bound_help() -> str:
 
 
 BOUND_HELP = bound_help()
+
+
+MAX_JOBS = 1024  # worker processes: more than any host here has cores, fewer than a pool breaks
+
+
+def workers_of(jobs: int | None, option: str = "--jobs") -> int:
+    """The worker processes of ``--jobs`` (None: every core), refused outside [1, MAX_JOBS]."""
+    if jobs is None:
+        return os.cpu_count() or 1
+    if not 1 <= jobs <= MAX_JOBS:
+        raise TilesimError(f"{option} must be within [1, {MAX_JOBS}], got {shown(jobs)}")
+    return jobs
+
+
+def int_list(text: str, option: str) -> list[int]:
+    """``"512, 1024,"`` -> [512, 1024]: positive integers, comma-separated (empty items
+    skipped); one line naming the option otherwise."""
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise TilesimError(f"{option}: {part[:40]!r} is not an integer") from None
+        if value <= 0:
+            raise TilesimError(f"{option}: {value} must be positive")
+        values.append(value)
+    if not values:
+        raise TilesimError(f"{option}: no value given")
+    return values
 
 
 def check_output(path: Path | None, option: str, suffixes=None) -> Path | None:
