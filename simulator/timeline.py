@@ -133,9 +133,7 @@ class Timeline:
         """What the interval budget left out, in words ("": nothing)."""
         if not self.dropped:
             return ""
-        return (
-            f"the first {MAX_INTERVALS:,} busy intervals of {MAX_INTERVALS + self.dropped:,}"
-        )
+        return f"the first {MAX_INTERVALS:,} busy intervals of {MAX_INTERVALS + self.dropped:,}"
 
     def log_for(self, sm: int) -> list | None:
         if sm >= self.max_sms:

@@ -473,7 +473,8 @@ def build_report(
     paths = [p for p in paths if kinds[p] in MEASURED]
     docs = [(p.name, schema.load_results(p)) for p in paths]
     if not docs:
-        shown = ", ".join(skipped[:4]) + (f" and {len(skipped) - 4} more" if len(skipped) > 4 else "")
+        more = f" and {len(skipped) - 4} more" if len(skipped) > 4 else ""
+        shown = ", ".join(skipped[:4]) + more
         raise TilesimError(
             f"no validate or bench results among the files given: {shown} hold no kernel "
             "measurement"

@@ -1,11 +1,17 @@
 """The README's commands run as written: each ``tilesim ...`` line of its ``sh`` blocks.
 
 The commands are read from README.md, so an edit there is tested as it stands.
-``[--option]`` groups are the README's notation for optional flags: they are
-dropped. Commands that need a CUDA GPU are skipped by name (`GPU_COMMANDS`). Each
-runs in a shell (globs and redirections as a user's would) in a scratch folder
-that sees the repository's ``validate/`` (its committed results), in README order,
-so ``trace replay v3.trace.json`` finds the file ``trace export`` wrote.
+``[--option]`` groups are the README's notation for optional flags: a line with them
+runs twice, without them and with all of them. Each runs in a shell (globs and
+redirections as a user's would) in a scratch folder that sees the repository's
+``validate/`` (its committed results), in README order, so ``trace replay
+v3.trace.json`` finds the file ``trace export`` wrote. The Python block runs too, and
+each ``make`` command is resolved by make (``make -n``: `make test` is this suite).
+
+Not run here, by design: the commands that need a CUDA GPU (`GPU_COMMANDS`), the
+minutes-long ones (`HEAVY`: run them with ``TILESIM_README_FULL=1``), and the prose's
+commands with placeholders (``<H200 files>``, ``<date>-<gpu>``: the transfer one is
+``tests/validate/test_val_transfer.py``'s, with the committed files).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError, shown
-from .common import JsonOpt, check_output, console, print_json, workers_of
+from .common import JsonOpt, check_output, console, int_list, print_json, workers_of
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
 
@@ -74,17 +74,8 @@ def log(message: str) -> None:
 
 
 def parse_ints(text: str | None, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    """``"512,1024"`` -> (512, 1024); one-line error naming the option otherwise."""
-    if text is None:
-        return default
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    try:
-        values = tuple(int(s) for s in items)
-    except ValueError:
-        raise TilesimError(f"{option} takes comma-separated integers, got {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise TilesimError(f"{option} takes positive integers, got {text!r}")
-    return values
+    """``"512,1024"`` -> (512, 1024) (`int_list`); ``default`` when the option is unset."""
+    return default if text is None else tuple(int_list(text, option))
 
 
 MAX_TIMING_MS = 60_000  # a minute of do_bench per point is already days over a grid
@@ -330,7 +321,8 @@ def _derive_from(
         by_name.update({row["name"]: {"date": when, **row} for row in doc["measurements"]})
     rows = list(by_name.values())
     if not rows:
-        raise TilesimError(f"{', '.join(map(str, files))}: no micro-benchmark figure to derive from")
+        names = ", ".join(map(str, files))
+        raise TilesimError(f"{names}: no micro-benchmark figure to derive from")
     device = (meta.get("device") or {}).get("name", "")
     if base:
         base_gpu = load_gpu(base)
