@@ -1531,7 +1531,10 @@ def _fill(text: str, tmp: Path, fx: Path) -> str:
 
 
 def _limit() -> None:
+    """The case's process: the memory limit, and Ctrl-C as a terminal delivers it (a
+    campaign started in the background inherits SIGINT ignored, and so would its cases)."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _tree(folder: Path) -> dict[str, float]:
