@@ -29,6 +29,7 @@ from typing import Any
 
 from ..atomic import write_atomic
 from ..errors import TilesimError
+from ..inputs import read_text
 from .gpu import GPU
 from .schema import (
     FIELDS,
@@ -111,16 +112,7 @@ def _load_preset(name: str, depth: int) -> GPU:
 
 
 def _read_text(path: Path) -> str:
-    if not path.is_file():
-        raise TilesimError(f"GPU file {str(path)!r} does not exist (or is not a file)")
-    try:
-        if path.stat().st_size > MAX_PRESET_BYTES:
-            raise TilesimError(f"{path}: larger than {MAX_PRESET_BYTES >> 10} KiB, not a preset")
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TilesimError(f"{path}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise TilesimError(f"{path}: cannot read it ({exc.strerror})") from None
+    return read_text(path, f"GPU file {str(path)!r}", MAX_PRESET_BYTES)
 
 
 def _label(path: Path) -> str:
@@ -142,6 +134,8 @@ def parse_preset(text: str, path: Path, depth: int = 0) -> GPU:
         raise TilesimError(f"{label}: malformed TOML: {message}") from None
     except RecursionError:
         raise TilesimError(f"{label}: TOML nested too deeply") from None
+    except ValueError:  # an integer of thousands of digits (int_max_str_digits)
+        raise TilesimError(f"{label}: malformed TOML: an integer of thousands of digits") from None
     sources = read_comments(text)
 
     values: dict[str, Any] = {}
@@ -178,7 +172,10 @@ def parse_preset(text: str, path: Path, depth: int = 0) -> GPU:
 def _load_base(base: str, path: Path, depth: int) -> GPU:
     if base.endswith(".toml") or "/" in base:
         return _load_file((path.parent / base), depth)
-    return _load_preset(base, depth)
+    try:
+        return _load_preset(base, depth)
+    except TilesimError as exc:  # name the file that asked for it
+        raise TilesimError(f"{_label(path)}: key 'base': {exc}") from None
 
 
 def read_comments(text: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TilesimError
+from ..inputs import read_json
 
 SCHEMA_VERSION = 1
 KIND = "kernel-profile"
@@ -29,6 +30,7 @@ DIRECTORY = Path(__file__).resolve().parent
 DEFAULT_PROFILES = {"hopper": "sm90a-triton-3.6"}
 # The code target of each architecture (what a profile for it is compiled for).
 TARGETS = {"hopper": "sm_90a", "ampere": "sm_80"}
+MAX_FILE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, order=True)
@@ -138,42 +140,95 @@ class Profile:
         }
 
 
-def _facts(d: dict, where: str) -> KernelFacts:
-    names = {f.name for f in dataclasses.fields(KernelFacts)}
-    unknown = set(d) - names
+# the most a compiled fact may be: 255 registers per thread (the ISA's), 16 MiB of local
+# memory per thread, 1e9 issue cycles (the trace loader's bound)
+MAX_REGISTERS = 255
+MAX_LOCAL_BYTES = 1 << 24
+MAX_CYCLES = 1e9
+_SCALARS = {"str": str, "int": int, "bool": bool}
+_ITEMS = {"tuple[int, ...]": int, "tuple[float, ...]": (int, float), "tuple[str, ...]": str}
+
+
+def _typed(cls, d, where: str):
+    """``cls(**d)`` with every field of the type its annotation names (JSON lists become
+    tuples); one line naming the field otherwise."""
+    if not isinstance(d, dict):
+        raise TilesimError(f"{where} must be an object, got {type(d).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(d) - set(fields)
     if unknown:
         raise TilesimError(f"{where}: unknown fields {', '.join(sorted(unknown))}")
-    tuples = {k: tuple(v) for k, v in d.items() if isinstance(v, list)}
-    return KernelFacts(**{**d, **tuples})
+    values = {}
+    for name, f in fields.items():
+        if name not in d:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise TilesimError(f"{where}: missing field {name!r}")
+            continue
+        value, kind = d[name], f.type
+        if kind in _ITEMS:
+            ok = isinstance(value, list | tuple) and all(
+                isinstance(x, _ITEMS[kind]) and not isinstance(x, bool) for x in value
+            )
+            value = tuple(value) if ok else value
+        else:
+            want = _SCALARS[kind]
+            ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
+        if not ok:
+            raise TilesimError(f"{where}.{name} must be {kind}, got {value!r:.40}")
+        values[name] = value
+    return cls(**values)
+
+
+def _facts(d: dict, where: str) -> KernelFacts:
+    facts = _typed(KernelFacts, d, where)
+    if not 0 < facts.registers_per_thread <= MAX_REGISTERS:
+        raise TilesimError(f"{where}.registers_per_thread must be in [1, {MAX_REGISTERS}]")
+    if not 0 <= facts.local_bytes_per_thread <= MAX_LOCAL_BYTES:
+        raise TilesimError(f"{where}.local_bytes_per_thread must be in [0, {MAX_LOCAL_BYTES}]")
+    for name in ("spill_reload_covers", "issue_per_step_cycles", "issue_per_cta_cycles"):
+        if not all(0 <= x <= MAX_CYCLES for x in getattr(facts, name)):  # NaN fails too
+            raise TilesimError(f"{where}.{name} must hold cycles in [0, {MAX_CYCLES:.0e}]")
+    return facts
 
 
 def from_dict(doc: dict, where: str = "profile") -> Profile:
     """A `Profile` from its JSON document; errors name the bad field."""
+    if not isinstance(doc, dict):
+        raise TilesimError(f"{where}: a profile is a JSON object, got {type(doc).__name__}")
     if doc.get("kind") != KIND:
         raise TilesimError(f"{where}: kind must be {KIND!r}, got {doc.get('kind')!r}")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise TilesimError(
             f"{where}: schema_version {doc.get('schema_version')!r} is not {SCHEMA_VERSION}"
         )
-    prov = dict(doc["provenance"])
-    prov["notes"] = tuple(prov.get("notes", ()))
+    for key in ("name", "arch"):
+        if not isinstance(doc.get(key), str):
+            raise TilesimError(f"{where}: {key} must be a string, got {doc.get(key)!r:.40}")
+    if not isinstance(doc.get("entries"), list) or not isinstance(doc.get("failures", []), list):
+        raise TilesimError(f"{where}: entries and failures must be lists")
+    provenance = _typed(Provenance, doc.get("provenance"), f"{where}: provenance")
     entries = {}
     for i, e in enumerate(doc["entries"]):
         at = f"{where}: entries[{i}]"
+        if not isinstance(e, dict):
+            raise TilesimError(f"{at} must be an object")
         e = dict(e)
-        try:
-            variant = Variant(**e.pop("variant"))
-        except TypeError as exc:
-            raise TilesimError(f"{at}.variant: {exc}") from None
+        variant = _typed(Variant, e.pop("variant", None), f"{at}.variant")
         if variant in entries:
             raise TilesimError(f"{at}: variant listed twice")
         entries[variant] = _facts(e, at)
+    failures = {}
+    for i, f in enumerate(doc.get("failures", ())):
+        at = f"{where}: failures[{i}]"
+        if not isinstance(f, dict) or not isinstance(f.get("error"), str):
+            raise TilesimError(f"{at} must be an object with an error string")
+        failures[_typed(Variant, f.get("variant"), f"{at}.variant")] = f["error"]
     return Profile(
         name=doc["name"],
         arch=doc["arch"],
-        provenance=Provenance(**prov),
+        provenance=provenance,
         entries=entries,
-        failures={Variant(**f["variant"]): f["error"] for f in doc.get("failures", ())},
+        failures=failures,
     )
 
 
@@ -182,11 +237,10 @@ def load(path: str | Path) -> Profile:
     p = Path(path)
     if p.suffix != ".json":  # a packaged profile's name
         p = DIRECTORY / f"{p.name}.json"
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        known = ", ".join(sorted(x.stem for x in DIRECTORY.glob("*.json"))) or "none"
-        raise TilesimError(f"no kernel profile {str(path)!r} (packaged: {known})") from None
+        if not p.is_file():
+            known = ", ".join(sorted(x.stem for x in DIRECTORY.glob("*.json"))) or "none"
+            raise TilesimError(f"no kernel profile {str(path)!r} (packaged: {known})")
+    doc = read_json(p, f"kernel profile {str(path)!r}", MAX_FILE_BYTES)
     return from_dict(doc, p.name)
 
 

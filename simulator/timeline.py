@@ -22,6 +22,7 @@ event "sampled: ..." at its start, and the CLI repeats it on stderr; use
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -31,6 +32,24 @@ from ..errors import TilesimError
 PIPE_NAMES = ("tensor", "sfu", "fp32", "smem")
 DEFAULT_MAX_SMS = 4
 DEFAULT_BIN_S = 0.5e-6
+# Busy intervals a timeline holds, all SMs together (each costs ~1 KB until it is written):
+# a detailed run of a large grid on every SM would otherwise fill the memory.
+MAX_INTERVALS = 1_000_000
+
+
+def parse_window(text: str | None, option: str = "--window") -> tuple[float, float] | None:
+    """``"10:25"`` (µs) -> (10.0, 25.0); None or ``"auto"`` -> None. Finite, 0 <= START <
+    END, or one line naming ``option``."""
+    if text is None or text.strip().lower() == "auto":
+        return None
+    a, sep, b = text.partition(":")
+    try:
+        lo, hi = float(a.strip().removesuffix("us")), float(b.strip().removesuffix("us"))
+    except ValueError:
+        lo = hi = float("nan")
+    if not sep or not (math.isfinite(lo) and math.isfinite(hi)) or not 0 <= lo < hi:
+        raise TilesimError(f"{option} expects START:END in µs with 0 <= START < END, got {text!r}")
+    return lo, hi
 
 
 class Recorder:
@@ -62,6 +81,27 @@ class Recorder:
             b += 1
 
 
+class _Log(list):
+    """One SM's busy intervals: appended while the timeline's budget lasts, and only
+    those that reach into its window."""
+
+    __slots__ = ("timeline",)
+
+    def __init__(self, timeline: Timeline) -> None:
+        super().__init__()
+        self.timeline = timeline
+
+    def append(self, interval) -> None:
+        tl = self.timeline
+        if interval[2] < tl.lo or interval[1] > tl.hi:
+            return
+        if tl.left:
+            tl.left -= 1
+            super().append(interval)
+        else:
+            tl.dropped += 1
+
+
 class Timeline:
     def __init__(
         self,
@@ -83,11 +123,22 @@ class Timeline:
         self.sm_logs: dict[int, list] = {}  # SM index -> [(pipe, start, end, label)] in cycles
         self.launches: list = []  # (name, start, end, skipped cycles)
         self.sampled = ""  # what fast fidelity left out, in words ("": complete)
+        # the window in cycles (what an interval must reach into to be kept), the budget
+        lo, hi = window_s if window_s is not None else (0.0, float("inf"))
+        self.lo, self.hi = lo * clock_hz, hi * clock_hz
+        self.left, self.dropped = MAX_INTERVALS, 0
+
+    @property
+    def truncated(self) -> str:
+        """What the interval budget left out, in words ("": nothing)."""
+        if not self.dropped:
+            return ""
+        return f"the first {MAX_INTERVALS:,} busy intervals of {MAX_INTERVALS + self.dropped:,}"
 
     def log_for(self, sm: int) -> list | None:
         if sm >= self.max_sms:
             return None
-        return self.sm_logs.setdefault(sm, [])
+        return self.sm_logs.setdefault(sm, _Log(self))
 
     def finish(self, now: float) -> None:
         for name, (t, rates) in list(self.recorder.state.items()):
@@ -222,6 +273,8 @@ class Timeline:
                         }
                     )
         other = {"sampled": self.sampled} if self.sampled else {"sampled": False}
+        if self.truncated:
+            other["truncated"] = self.truncated
         return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
 
     def write(self, path: str | os.PathLike) -> Path:

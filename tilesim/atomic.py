@@ -33,12 +33,15 @@ def check_writable(
         if not any(path.name.lower().endswith(s) for s in suffixes):
             raise TilesimError(f"{at}{name} must end in {' or '.join(suffixes)}")
     directory = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise TilesimError(f"{at}{name} is a directory; give a file name")
-    if not directory.is_dir():
-        raise TilesimError(f"{at}directory {str(directory)!r} does not exist")
-    if path.exists() and not path.is_file():
-        raise TilesimError(f"{at}{name} is not a regular file")
+    try:
+        if path.is_dir():
+            raise TilesimError(f"{at}{name} is a directory; give a file name")
+        if not directory.is_dir():
+            raise TilesimError(f"{at}directory {str(directory)!r} does not exist")
+        if path.exists() and not path.is_file():
+            raise TilesimError(f"{at}{name} is not a regular file")
+    except OSError as exc:  # a name too long, a loop of links
+        raise TilesimError(f"{at}cannot write {name} ({exc.strerror or exc})") from None
     try:  # the only sure test: what write_atomic will do
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:

@@ -41,10 +41,18 @@ def _register() -> None:
         module.register(app)
 
 
+MAX_MESSAGE_CHARS = 600  # a 100,000-character argument is named, not echoed whole
+
+
 def one_line(text: str) -> str:
-    """``text`` on one line: whitespace runs become one space, control characters escaped."""
+    """``text`` on one line: whitespace runs become one space, control characters escaped,
+    the middle of a very long message cut."""
     text = " ".join(str(text).split())
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > MAX_MESSAGE_CHARS:
+        half = MAX_MESSAGE_CHARS // 2
+        text = f"{text[:half]} [... {len(text) - 2 * half} characters ...] {text[-half:]}"
+    return text
 
 
 def usage_message(exc: click.ClickException) -> str:
@@ -71,6 +79,9 @@ def _fail(message: str, code: int = EXIT_USAGE) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script (and of ``python -m tilesim``)."""
     _register()
+    for stream in (sys.stdout, sys.stderr):  # an ASCII terminal gets "\xb5s", not a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else list(argv)
     try:

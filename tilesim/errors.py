@@ -11,3 +11,10 @@ class TilesimError(Exception):
     """A bad input, explained in one line."""
 
     exit_code = 2
+
+
+def shown(value) -> str:
+    """A number a user gave, as a message shows it: a 400-digit integer by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"a {len(str(abs(value)))}-digit number"
+    return repr(value)

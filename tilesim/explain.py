@@ -166,10 +166,10 @@ def main_workload(
 ) -> Workload:
     b, h = default_batch_heads(seqlen, head_dim)
     return Workload(
-        batch or b,
-        heads or h,
+        b if batch is None else batch,
+        h if heads is None else heads,
         seqlen,
-        seqlen_kv or seqlen,
+        seqlen if seqlen_kv is None else seqlen_kv,
         head_dim,
         causal,
         dtype,

@@ -422,10 +422,6 @@ def _results(pending: dict, workers: int, scheduler) -> Iterator[tuple[str, dict
         yield from _serial(pending)
 
 
-def default_workers() -> int:
-    return os.cpu_count() or 1
-
-
 class _Bar:
     """A rich progress bar on stderr (or nothing)."""
 

@@ -159,8 +159,8 @@ def shapes(
                 b, h = default_batch_heads(n if n_kv is None else n_kv, d)
                 out.append(
                     Workload(
-                        batch or b,
-                        heads or h,
+                        b if batch is None else batch,
+                        h if heads is None else heads,
                         n,
                         n if n_kv is None else n_kv,
                         d,

@@ -186,7 +186,8 @@ def _check_launch(launch: Launch, where: str, params: dict, tensors: dict) -> No
     known = frozenset(params) | frozenset(grid_names)
     for r, role in enumerate(roles):
         others = [defined[o] for o in range(len(roles)) if o != r]
-        _check_ops(role.ops, f"{where}.program.roles[{r}].ops", known, tensors, defined[r], others)
+        at = f"{where}.program.roles[{r}].ops"
+        _check_ops(role.ops, at, known, tensors, defined[r], others, params)
 
 
 def _check_size(ops, where: str) -> None:
@@ -223,7 +224,9 @@ def _collect_ids(ops: tuple[Op, ...], names: set[str], where: str) -> None:
         names.add(name)
 
 
-def _check_ops(ops, where: str, known: frozenset, tensors: dict, own: set, others: list) -> None:
+def _check_ops(
+    ops, where: str, known: frozenset, tensors: dict, own: set, others: list, params: dict
+) -> None:
     if not isinstance(ops, tuple | list):
         raise TilesimError(f"{where}: must be a list of ops")
     for i, op in enumerate(ops):
@@ -236,6 +239,7 @@ def _check_ops(ops, where: str, known: frozenset, tensors: dict, own: set, other
                 )
             for k, t in enumerate(op.tile):
                 _expression(t, f"{at}.tile[{k}]", known)
+                _tile_divisors(t, f"{at}.tile[{k}]", params)
             _expression(op.nbytes, f"{at}.nbytes", known)
             if isinstance(op, Load):
                 _bool(op.tma, f"{at}.tma")
@@ -261,7 +265,7 @@ def _check_ops(ops, where: str, known: frozenset, tensors: dict, own: set, other
             _int(op.prefetch, f"{at}.prefetch", minimum=0, maximum=1024)
             if op.prefetch and not any(isinstance(b, Load) for b in op.body):
                 raise TilesimError(f"{at}.prefetch: {op.prefetch} but the loop body has no load")
-            _check_ops(op.body, f"{at}.body", known | {op.var}, tensors, own, others)
+            _check_ops(op.body, f"{at}.body", known | {op.var}, tensors, own, others, params)
             continue
         elif not isinstance(op, Wait | Arrive):
             raise TilesimError(f"{at}: {type(op).__name__} is not an op")
@@ -318,6 +322,20 @@ def _expression(e, where: str, known: frozenset) -> None:
         raise TilesimError(
             f"{where}: expression {e!r} uses unknown name(s): {', '.join(sorted(unknown))}"
         )
+
+
+def _tile_divisors(e, where: str, params: dict) -> None:
+    """A tile coordinate divides only by params and literals, never by zero: the counters
+    evaluate sizes for every CTA, but not coordinates (they enumerate no head index)."""
+    for d in _expr.divisors(e):
+        if not _expr.free_names(d) <= params.keys():
+            raise TilesimError(
+                f"{where}: expression {e!r} divides by {d!r}; a tile coordinate may divide "
+                "by params and literals only"
+            )
+        if _expr.evaluate(d, params) == 0:
+            value = "" if d.lstrip("-").isdigit() else f" ({d} = 0)"
+            raise TilesimError(f"{where}: expression {e!r} divides by zero{value}")
 
 
 def _int(value, where: str, minimum: int | None = 0, maximum: int | None = None) -> None:

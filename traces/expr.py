@@ -107,6 +107,20 @@ def evaluate(expr: int | str, env: dict) -> int:
     return fn(env)
 
 
+def divisors(expr: int | str) -> list[str]:
+    """The source of every divisor in ``expr``: right of ``//`` and ``%``, cdiv's second."""
+    if isinstance(expr, int):
+        return []
+    parse(expr)  # validated: bounded in length and depth
+    out = []
+    for node in ast.walk(ast.parse(expr.strip(), mode="eval")):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv | ast.Mod):
+            out.append(ast.unparse(node.right))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "cdiv":
+            out.append(ast.unparse(node.args[1]))
+    return out
+
+
 def free_names(expr: int | str) -> frozenset[str]:
     return parse(expr)[1]
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..errors import TilesimError
+from ..inputs import read_json
 from .check import MAX_LOOP_DEPTH, check_trace, validate
 from .ir import (
     TRACE_FORMAT,
@@ -211,28 +212,8 @@ def save(trace: Trace, path: str | os.PathLike) -> Path:
 
 def load(path: str | os.PathLike) -> Trace:
     """Read and check a trace file; a bad one raises a `TilesimError` naming the field."""
-    path = Path(path)
     name = repr(str(path))
-    try:
-        if path.is_dir():
-            raise TilesimError(f"trace file {name} is a directory")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise TilesimError(f"trace file {name} is larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TilesimError(f"trace file {name} not found") from None
-    except UnicodeDecodeError as exc:
-        raise TilesimError(f"trace file {name} is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise TilesimError(f"cannot read trace file {name}: {exc.strerror}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TilesimError(
-            f"{name} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    except RecursionError:
-        raise TilesimError(f"{name}: JSON nested too deeply") from None
+    doc = read_json(path, f"trace file {name}", MAX_FILE_BYTES)
     try:
         return from_dict(doc)
     except TilesimError as exc:

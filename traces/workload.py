@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import TilesimError
+from ..errors import TilesimError, shown
 
 ALGOS = ("standard", "v1", "v2", "v3")
 DTYPES = ("fp16", "bf16", "fp8")
@@ -116,9 +116,9 @@ class Workload:
                 lens = tuple(lens)
                 object.__setattr__(self, "seqlens_kv", lens)
             if not isinstance(lens, tuple) or len(lens) != self.batch:
-                shown = len(lens) if isinstance(lens, tuple) else repr(lens)[:40]
+                got = len(lens) if isinstance(lens, tuple) else repr(lens)[:40]
                 raise TilesimError(
-                    f"seqlens_kv must list one KV length per sequence ({self.batch}), got {shown}"
+                    f"seqlens_kv must list one KV length per sequence ({self.batch}), got {got}"
                 )
             for b, n in enumerate(lens):
                 _positive(f"seqlens_kv[{b}]", n)
@@ -150,9 +150,9 @@ class Workload:
             table = tuple(tuple(r) if isinstance(r, list) else r for r in table)
             object.__setattr__(self, "page_table", table)
         if not isinstance(table, tuple) or len(table) != self.batch:
-            shown = len(table) if isinstance(table, tuple) else repr(table)[:40]
+            got = len(table) if isinstance(table, tuple) else repr(table)[:40]
             raise TilesimError(
-                f"page_table must have one row of pages per sequence ({self.batch}), got {shown}"
+                f"page_table must have one row of pages per sequence ({self.batch}), got {got}"
             )
         total = 0
         for b, row in enumerate(table):
@@ -268,8 +268,7 @@ def _positive(name: str, value) -> None:
 
 def _at_most(name: str, value: int, limit: int) -> None:
     if value > limit:
-        shown = value if value < 10**15 else f"a {len(str(value))}-digit number"
-        raise TilesimError(f"{name} must be at most {limit}, got {shown}")
+        raise TilesimError(f"{name} must be at most {limit}, got {shown(value)}")
 
 
 @dataclass(frozen=True)

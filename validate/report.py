@@ -480,9 +480,11 @@ def build_report(
     paths = [p for p in paths if kinds[p] in MEASURED]
     docs = [(p.name, schema.load_results(p)) for p in paths]
     if not docs:
+        more = f" and {len(skipped) - 4} more" if len(skipped) > 4 else ""
+        shown = ", ".join(skipped[:4]) + more
         raise TilesimError(
-            "no validate or bench results among the files given (calibrate files hold no "
-            "kernel measurement)"
+            f"no validate or bench results among the files given: {shown} hold no kernel "
+            "measurement"
         )
     preset = preset or best_preset(docs)
     load_gpu(preset)  # an unknown preset is one clear error now, not one per point
@@ -498,8 +500,9 @@ def build_report(
         own = [p for p in own if p.pass_ in passes]
         ext = [p for p in ext if p.pass_ in passes]
     if not own and not ext:
+        names = ", ".join(name for name, _ in docs[:4]) + (" ..." if len(docs) > 4 else "")
         raise TilesimError(
-            "the files hold no successful measurement of a kernel tilesim has a schedule for"
+            f"{names}: no successful measurement of a kernel tilesim has a schedule for"
             + (" with a CUDA-graph time" if timing == "graph" else "")
         )
     points = own + ext

@@ -40,7 +40,8 @@ from typing import Any
 
 from ..atomic import write_atomic
 from ..errors import TilesimError
-from ..traces.workload import KernelConfig, Workload
+from ..inputs import read_json
+from ..traces.workload import ALGOS, KernelConfig, Workload
 
 SCHEMA_VERSION = 1
 KINDS = ("validate", "bench", "calibrate")
@@ -84,27 +85,7 @@ def save_results(doc: dict, path: str | os.PathLike) -> Path:
 def load_json(path: str | os.PathLike) -> Any:
     """A JSON file's document; one line naming the file if it is not UTF-8 JSON of
     finite numbers (``NaN``, ``Infinity`` and ``1e999`` are refused with their field)."""
-    path = Path(path)
-    try:
-        if path.is_dir():
-            raise TilesimError(f"{path}: is a directory, not a results file")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise TilesimError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise TilesimError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise TilesimError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise TilesimError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TilesimError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise TilesimError(f"{path}: JSON nested too deeply") from None
-    except ValueError as exc:  # an integer of thousands of digits
-        raise TilesimError(f"{path}: not valid JSON ({one_line(exc)})") from None
+    doc = read_json(path, str(path), MAX_FILE_BYTES)
     bad = _non_finite(doc)
     if bad is not None:
         raise TilesimError(f"{path}: {bad} is not a finite number")
@@ -219,6 +200,8 @@ def _check_kernel_row(row: dict, path: str, kind: str) -> None:
     algo = row.get("algo")
     if kind == "validate" and not isinstance(algo, str):
         raise TilesimError(f"{path}.algo must be a string")
+    if algo is not None and algo not in ALGOS:
+        raise TilesimError(f"{path}.algo is {_show(algo)} (expected one of {', '.join(ALGOS)})")
     status = row.get("status")
     if status not in STATUSES:
         raise TilesimError(f"{path}.status is {status!r} (expected one of {', '.join(STATUSES)})")
@@ -234,6 +217,10 @@ def _check_kernel_row(row: dict, path: str, kind: str) -> None:
     for key in ("time_s", "clock_sm_MHz", "flops", "tflops"):
         if row.get(key) is not None:
             _check_number(row[key], f"{path}.{key}")
+    if row.get("time_s") is not None:
+        _check_range(row["time_s"], TIME_RANGE_S, f"{path}.time_s", "s")
+    if row.get("clock_sm_MHz") is not None:
+        _check_range(row["clock_sm_MHz"], CLOCK_RANGE_MHZ, f"{path}.clock_sm_MHz", "MHz")
     if row.get("rel_error") is not None:
         _check_number(row["rel_error"], f"{path}.rel_error", positive=False)
     for key in ("time_medians_s",):
@@ -242,12 +229,14 @@ def _check_kernel_row(row: dict, path: str, kind: str) -> None:
                 raise TilesimError(f"{path}.{key} must be a list")
             for i, x in enumerate(row[key]):
                 _check_number(x, f"{path}.{key}[{i}]")
+                _check_range(x, TIME_RANGE_S, f"{path}.{key}[{i}]", "s")
     parts = row.get("parts")
     if parts is not None:
         if not isinstance(parts, dict):
             raise TilesimError(f"{path}.parts must be an object, got {_show(parts)}")
         for name, x in parts.items():
             _check_number(x, f"{path}.parts.{name}")
+            _check_range(x, TIME_RANGE_S, f"{path}.parts.{name}", "s")
     predictions = row.get("predictions")
     if predictions is not None:
         if not isinstance(predictions, dict):
@@ -260,6 +249,23 @@ def _check_kernel_row(row: dict, path: str, kind: str) -> None:
                 _check_number(pred["time_s"], f"{at}.time_s")
 
 
+# What a micro-benchmark figure can be, by unit (the ranges tilesim's GPU fields allow):
+# a derived preset outside them would fail anyway, after divisions that underflow to zero.
+VALUE_RANGES = {
+    "SMs": (1, 4096),
+    "B": (1, 2**50),
+    "B/s": (1e6, 1e16),
+    "FLOP/s": (1e9, 1e18),
+    "ops/s": (1e6, 1e18),
+    "Hz": (1e6, 1e11),
+    "s": (1e-12, 1e3),
+    "s/step": (1e-12, 1e3),
+}
+# a kernel's time (s) and the SM clock it ran at (MHz)
+TIME_RANGE_S = (1e-9, 1e6)
+CLOCK_RANGE_MHZ = (1, 10_000)
+
+
 def _check_calibration_row(row: dict, path: str) -> None:
     if not isinstance(row.get("name"), str):
         raise TilesimError(f"{path}.name must be a string")
@@ -267,9 +273,17 @@ def _check_calibration_row(row: dict, path: str) -> None:
         raise TilesimError(f"{path}.value must be a positive number, got {_show(row.get('value'))}")
     if not isinstance(row.get("unit"), str):
         raise TilesimError(f"{path}.unit must be a string")
+    if row["unit"] in VALUE_RANGES:
+        _check_range(row["value"], VALUE_RANGES[row["unit"]], f"{path}.value", row["unit"])
     samples = row.get("samples")
     if samples is not None and not isinstance(samples, list | dict):
         raise TilesimError(f"{path}.samples must be a list, got {_show(samples)}")
+
+
+def _check_range(x: float, bounds: tuple[float, float], where: str, unit: str) -> None:
+    lo, hi = bounds
+    if not lo <= x <= hi:
+        raise TilesimError(f"{where} must be within [{lo:.4g}, {hi:.4g}] {unit}, got {x:.4g}")
 
 
 def _positive_number(x: Any) -> bool:

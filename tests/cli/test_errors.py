@@ -70,7 +70,7 @@ def test_parsing_errors_are_one_line_naming_the_option(args, fragment):
         (["predict", "-n", "2048", "--seqlen-kv", "1024", "--causal"], "would see no key"),
         (["predict", "--kv-heads", "2", "--algo", "v1"], "grouped-query heads"),
         (["predict", "-b", "2", "--seqlens-kv", "100"], "one KV length per sequence (2)"),
-        (["predict", "--seqlens-kv", "1,x"], "--seqlens-kv expects comma-separated integers"),
+        (["predict", "--seqlens-kv", "1,x"], "--seqlens-kv: 'x' is not an integer"),
         (["predict", "--page-size", "24"], "page_size must be 0 (no pages) or a power of two"),
         (["predict", "--page-size", "16"], "paged (page_size) workloads have no schedule yet"),
         (["predict", "-n", "1", "--seqlen-kv", "4096", "--num-splits", "200"], "num_splits"),

@@ -182,6 +182,7 @@ def test_cli_arguments_succeed_or_fail_in_one_line(args, output):
                 finite_json(out)
 
 
+JOBS = st.sampled_from(["1", "1", "1", "0", "-1", "1025", "9" * 30])
 SWEEP_VALUES = st.sampled_from(
     ["256", "512", "256,512", "", ",", "0", "-512", "abc", "9" * 30, "1e300", "64", "96"]
 )
@@ -198,11 +199,12 @@ def sweep_lines(draw):
     if command == "whatif":
         args = ["whatif", "--vary", draw(VARY), "--algos", draw(st.sampled_from(["v2", "v9", ""]))]
         args += ["-n", draw(SWEEP_VALUES), "-d", draw(st.sampled_from(["64", "65", "x"]))]
-        args += ["-b", "1", "-H", "1", "-j", "1", "--no-cache"]
+        args += ["-b", draw(st.sampled_from(["1", "0"])), "-H", "1", "--no-cache"]
+        args += ["-j", draw(JOBS)]
     elif command == "compare":
         args = ["compare", "--seqlens", draw(SWEEP_VALUES), "--head-dims", "64"]
         args += ["--tokens", draw(st.sampled_from(["512", "0", "-5", "513", "9" * 30]))]
-        args += ["--hidden", draw(st.sampled_from(["64", "0", "100"])), "-j", "1", "--json"]
+        args += ["--hidden", draw(st.sampled_from(["64", "0", "100"])), "-j", draw(JOBS), "--json"]
     elif command == "gantt":
         args = ["gantt", "-o", "g.png", "-n", draw(SWEEP_VALUES), "-b", "1", "-H", "1", "-d", "64"]
         args += ["--window", draw(st.sampled_from(["0:2", "2:0", "x", "0:1e999", "-1:1"]))]
@@ -241,7 +243,7 @@ PRESET = preset_path("h100_sxm5_80gb").read_text(encoding="utf-8")
 PRESET_LINES = [i for i, line in enumerate(PRESET.splitlines()) if " = " in line]
 TOML_VALUES = st.one_of(
     st.sampled_from(["0", "-1", "1e300", "1e-300", "nan", "inf", "9" * 25, "true", '"x"',
-                     "[1, 2]", "{a = 1}", "1_000", "0x10", "", "'''", "1979-05-27"]),
+                     "[1, 2]", "{a = 1}", "1_000", "0x10", "", "'''", "1979-05-27", "9" * 5000]),
     st.integers(min_value=-(10**30), max_value=10**30).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
 )  # fmt: skip
@@ -321,7 +323,7 @@ RESULT_PATHS = [p for p in _paths(RESULTS) if "samples" not in p][:4000]
 @FUZZ
 @given(
     edits=st.lists(st.tuples(st.sampled_from(RESULT_PATHS), JSON_VALUES), min_size=1, max_size=3),
-    encoding=st.sampled_from(["utf-8", "latin-1", "truncated"]),
+    encoding=st.sampled_from(["utf-8", "latin-1", "truncated", "bigint"]),
 )
 def test_results_files_load_or_fail_in_one_line(edits, encoding):
     from tilesim.validate.report import collect_points, preset_of
@@ -337,6 +339,7 @@ def test_results_files_load_or_fail_in_one_line(edits, encoding):
         "utf-8": text.encode(),
         "latin-1": text.replace("H200", "H2ü0").encode("latin-1", "replace"),
         "truncated": text.encode()[: len(text) // 2],
+        "bigint": text.replace('"schema_version": 1', '"schema_version": ' + "9" * 5000).encode(),
     }[encoding]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "r.json"
@@ -349,8 +352,9 @@ def test_results_files_load_or_fail_in_one_line(edits, encoding):
         if loaded["kind"] != "validate":
             return
         own, ext = collect_points([(path.name, loaded)])  # what `report` does next
+        lo, hi = schema.TIME_RANGE_S
         for p in own + ext:
-            assert math.isfinite(p.measured_s) and p.measured_s > 0
+            assert lo <= p.measured_s <= hi
         with suppress(TilesimError):
             preset_of([(path.name, loaded)])
 
@@ -363,8 +367,10 @@ TRACE_PATHS = list(_paths(TRACE))
 EXPRESSIONS = st.sampled_from(
     ["min(d)", "cdiv(d)", "cdiv(N_q, 0)", "max(1, 2, 3)", "d*d*d*d*d*d*d*d*d*d", "N_q // 0",
      "-" * 50 + "1", "+".join(["1"] * 3000), "(" * 300 + "1" + ")" * 300, "9" * 40,
-     "__import__('os')", "m.x", "1.5", "j @ 2", "T_c - 1", "block_m", "", " "]
+     "__import__('os')", "m.x", "1.5", "j @ 2", "T_c - 1", "block_m", "", " ",
+     "N_q % 0", "m // 0", "cdiv(m, 0)", "bh % (m - m)", "cdiv(bh, m)", "m // block_m"]
 )  # fmt: skip
+TILE_PATHS = [p for p in TRACE_PATHS if len(p) > 1 and p[-2] == "tile"]
 TRACE_VALUES = st.one_of(
     JSON_VALUES,
     EXPRESSIONS,
@@ -375,7 +381,14 @@ TRACE_VALUES = st.one_of(
 
 @FUZZ
 @given(
-    edits=st.lists(st.tuples(st.sampled_from(TRACE_PATHS), TRACE_VALUES), min_size=1, max_size=3),
+    edits=st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(TRACE_PATHS), TRACE_VALUES),
+            st.tuples(st.sampled_from(TILE_PATHS), EXPRESSIONS),  # coordinates are not counted
+        ),
+        min_size=1,
+        max_size=3,
+    ),
     cut=st.one_of(st.none(), st.integers(min_value=0, max_value=4000)),
 )
 def test_trace_files_load_or_fail_in_one_line(edits, cut):
@@ -409,6 +422,82 @@ def test_trace_files_load_or_fail_in_one_line(edits, cut):
             return
         assert math.isfinite(pred.time_s) and pred.time_s >= 0
         json.dumps(pred.to_dict(), allow_nan=False)
+
+
+# -- kernel profiles ----------------------------------------------------------------------
+
+
+def _small_profile() -> dict:
+    doc = json.loads((Path(schema.__file__).parents[1] / "profiles" / "sm90a-triton-3.6.json")
+                     .read_text())  # fmt: skip
+    doc["entries"] = [e for e in doc["entries"] if e["variant"]["algo"] == "v2"][:4]
+    doc["failures"] = doc["failures"][:1]
+    return doc
+
+
+PROFILE = _small_profile()
+PROFILE_PATHS = [p for p in _paths(PROFILE) if p][:3000]
+
+
+@FUZZ
+@given(
+    edits=st.lists(st.tuples(st.sampled_from(PROFILE_PATHS), JSON_VALUES), min_size=1, max_size=3)
+)
+def test_profile_files_load_or_fail_in_one_line(edits):
+    doc = copy.deepcopy(PROFILE)
+    for path, value in edits:
+        try:
+            doc = _set(doc, path, value)
+        except (KeyError, IndexError, TypeError):
+            continue
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.json"
+        path.write_text(json.dumps(doc))
+        code, out, err = run("predict", "-b", "1", "-H", "1", "-n", "256", "-d", "64",
+                             "--profile", str(path), "--json")  # fmt: skip
+        assert_contract(code, out, err)
+        if code == 0:
+            finite_json(out)
+
+
+# -- the GPU commands' arguments -------------------------------------------------------------
+
+GPU_BAD = {  # option: values each refused, by the option's name, before CUDA is looked for
+    "--seqlens": ["a", "0", "-1", "1,x"],
+    "--head-dims": ["96", "x", "0"],
+    "--mask": ["x", ""],
+    "--pass": ["x", "both"],
+    "--grid": ["x"],
+    "--warmup-ms": ["nan", "-1", "inf", "1e300"],
+    "--rep-ms": ["0", "nan", "-inf"],
+    "--time-budget-s": ["0", "inf", "nan", "-5"],
+    "--points": ["0", "-1", "9" * 30],
+    "--seed": ["-1", "-" + "9" * 30],
+}
+GPU_LEGAL = {"--seqlens": "1024", "--head-dims": "128", "--mask": "full", "--rep-ms": "5"}
+
+
+@FUZZ
+@given(
+    command=st.sampled_from(["validate", "bench"]),
+    bad=st.sampled_from(sorted(GPU_BAD)).flatmap(
+        lambda o: st.tuples(st.just(o), st.sampled_from(GPU_BAD[o]))
+    ),
+    others=st.lists(st.sampled_from(sorted(GPU_LEGAL)), max_size=3, unique=True),
+)
+def test_gpu_commands_name_a_bad_argument_before_the_gpu(command, bad, others):
+    option, value = bad
+    args = [command]
+    for o in others:
+        if o != option:
+            args += [o, GPU_LEGAL[o]]
+    args += [option, value]
+    if option in ("--points", "--seed"):
+        args += ["--grid", "random"]
+    code, out, err = run(*args)
+    assert_contract(code, out, err)
+    assert code == 2 and "CUDA" not in err, err
+    assert option in err or repr(value) in err or value in err, err
 
 
 def test_an_exported_trace_round_trips(tmp_path):

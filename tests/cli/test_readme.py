@@ -1,11 +1,17 @@
 """The README's commands run as written: each ``tilesim ...`` line of its ``sh`` blocks.
 
 The commands are read from README.md, so an edit there is tested as it stands.
-``[--option]`` groups are the README's notation for optional flags: they are
-dropped. Commands that need a CUDA GPU are skipped by name (`GPU_COMMANDS`). Each
-runs in a shell (globs and redirections as a user's would) in a scratch folder
-that sees the repository's ``validate/`` (its committed results), in README order,
-so ``trace replay v3.trace.json`` finds the file ``trace export`` wrote.
+``[--option]`` groups are the README's notation for optional flags: a line with them
+runs twice, without them and with all of them. Each runs in a shell (globs and
+redirections as a user's would) in a scratch folder that sees the repository's
+``validate/`` (its committed results), in README order, so ``trace replay
+v3.trace.json`` finds the file ``trace export`` wrote. The Python block runs too, and
+each ``make`` command is resolved by make (``make -n``: `make test` is this suite).
+
+Not run here, by design: the commands that need a CUDA GPU (`GPU_COMMANDS`), the
+minutes-long ones (`HEAVY`: run them with ``TILESIM_README_FULL=1``), and the prose's
+commands with placeholders (``<H200 files>``, ``<date>-<gpu>``: the transfer one is
+``tests/validate/test_val_transfer.py``'s, with the committed files).
 """
 
 from __future__ import annotations
@@ -28,25 +34,39 @@ TIMEOUT_S = 900
 KNOWN_BROKEN: dict[str, str] = {}
 
 
-def readme_commands(text: str) -> list[str]:
-    """The ``tilesim`` command lines of the README's sh blocks, comments and [...] dropped."""
-    commands, in_sh = [], False
+def _sh_lines(text: str) -> list[str]:
+    """The command lines of the README's sh blocks, comments dropped."""
+    lines, in_sh = [], False
     for line in text.splitlines():
         if line.startswith("```"):
             in_sh = line.strip() in ("```sh", "```bash", "```console")
             continue
-        if not in_sh:
+        if in_sh:
+            command = re.split(r"\s#\s|\s+#$", line, maxsplit=1)[0].strip()
+            if command:
+                lines.append(command)
+    return lines
+
+
+def readme_commands(text: str) -> list[str]:
+    """The ``tilesim`` command lines of the README's sh blocks; a line with ``[--flag]``
+    groups twice: without them, and with every one of them."""
+    commands = []
+    for line in _sh_lines(text):
+        if not (line.startswith("tilesim ") or line.startswith("pytest ")):
             continue
-        command = re.split(r"\s#\s|\s+#$", line, maxsplit=1)[0].strip()
-        command = re.sub(r"\s*\[[^\]]*\]", "", command).strip()
-        if command.startswith("tilesim ") or command.startswith("pytest "):
-            commands.append(command)
+        bare = re.sub(r"\s*\[[^\]]*\]", "", line).strip()
+        commands.append(bare)
+        if bare != line:
+            commands.append(re.sub(r"\[([^\]]*)\]", r"\1", line))
     return commands
 
 
 COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
 # Minutes each on two cores (the full compare grids): run with TILESIM_README_FULL=1.
+MAKE_DEMO = "tilesim compare --gpu h100"  # what `make demo` runs after its install
 HEAVY = (
+    MAKE_DEMO,
     "tilesim compare --gpu a100",
     "tilesim compare --gpu h100 --pass fwd_bwd",
     # every committed measurement predicted again: minutes (the --stored run below checks
@@ -69,12 +89,48 @@ def _case(command: str):
     return command
 
 
-CASES = [_case(c) for c in CPU_COMMANDS]
+CASES = [_case(c) for c in [*CPU_COMMANDS, MAKE_DEMO]]
 
 
 def test_the_readme_has_commands_and_names_its_gpu_ones():
     assert len(CPU_COMMANDS) >= 10
     assert any(c.startswith(GPU_COMMANDS) for c in COMMANDS)
+
+
+def test_the_readme_optional_flags_run_too():
+    with_flags = [c for c in COMMANDS if "--timeline t.json" in c]
+    assert with_flags == [
+        "tilesim predict --gpu h100 --algo v2 -b 4 -H 16 -n 4096 -d 128 --causal --json "
+        "--timeline t.json"
+    ]
+
+
+def test_the_readme_python_block_runs_as_written(capsys):
+    text = README.read_text(encoding="utf-8")
+    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    exec(compile(block, "README.md", "exec"), {})
+    time_s, tflops, bound = capsys.readouterr().out.split()
+    assert float(time_s) > 0 and float(tflops) > 0
+    from tilesim.simulator.prediction import BOUNDS
+
+    assert bound in BOUNDS
+
+
+def test_the_readme_make_commands_are_real_targets():
+    """``make demo`` / ``make test`` run the whole install (and `test` the whole suite):
+    here each is resolved by make without running it (``make -n``), and `demo`'s command
+    is one the verbatim test runs."""
+    text = README.read_text(encoding="utf-8")
+    makes = [line for line in _sh_lines(text) if line.startswith("make ")]
+    makes += re.findall(r"`(make [^`]+)`", text)
+    assert {"make demo", "make test", "make bench", "make bench BENCH_ARGS=--whatif"} <= set(makes)
+    for line in makes:
+        r = subprocess.run(
+            [*line.split(), "-n"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 0, f"{line}: {r.stderr}"
+    demo = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True)
+    assert demo.stdout.strip().splitlines()[-1].endswith(MAKE_DEMO)
 
 
 def test_the_readme_defines_every_bound_label_as_the_code_does():

@@ -132,7 +132,7 @@ def test_cta_smem_above_sm_smem_is_rejected(tmp_path):
 def test_not_utf8_is_one_line(tmp_path):
     path = tmp_path / "bin.toml"
     path.write_bytes(b"name = \xff\xfe\n")
-    with pytest.raises(TilesimError, match="not a UTF-8"):
+    with pytest.raises(TilesimError, match="not UTF-8 text"):
         load_gpu(path)
 
 

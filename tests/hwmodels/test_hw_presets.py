@@ -263,7 +263,7 @@ def test_missing_calibrated_preset_says_how_to_make_it(monkeypatch, tmp_path):
 def test_empty_name_and_missing_file_are_errors(tmp_path):
     with pytest.raises(TilesimError, match="no GPU given"):
         load_gpu("  ")
-    with pytest.raises(TilesimError, match="does not exist"):
+    with pytest.raises(TilesimError, match="no such file"):
         load_gpu(tmp_path / "nope.toml")
-    with pytest.raises(TilesimError, match="does not exist"):
+    with pytest.raises(TilesimError, match="is a directory"):
         load_gpu(str(tmp_path) + "/")  # a folder is not a preset

@@ -192,3 +192,45 @@ def test_a_sampled_run_says_so_in_its_prediction_and_timeline(v2_timeline, tmp_p
     doc = json.loads(v2_timeline.timeline.write(tmp_path / "detailed.json").read_text())
     assert doc["otherData"] == {"sampled": False}
     assert not any(e["ph"] == "i" for e in doc["traceEvents"])
+
+
+def test_a_timeline_holds_a_bounded_number_of_intervals_and_says_so(monkeypatch, tmp_path):
+    """A detailed run of a big grid on every SM would fill the memory: the timeline keeps
+    the first MAX_INTERVALS, counts the rest, and its file and the CLI say what is left out."""
+    from tilesim.simulator import timeline
+    from tilesim.simulator.timeline import Timeline
+
+    gpu = load_gpu("h100")
+    trace = build("v2", Workload(1, 4, 1024, 1024, 128), gpu)
+    full = simulate(trace, gpu, "detailed", timeline=True, timeline_sms=3).timeline
+    total = sum(len(log) for log in full.sm_logs.values())
+    assert full.truncated == "" and "truncated" not in full.to_perfetto()["otherData"]
+    monkeypatch.setattr(timeline, "MAX_INTERVALS", total // 2)
+    monkeypatch.setattr(Timeline, "__init__", _budget(Timeline.__init__, total // 2))
+    cut = simulate(trace, gpu, "detailed", timeline=True, timeline_sms=3).timeline
+    assert sum(len(log) for log in cut.sm_logs.values()) == total // 2
+    assert cut.truncated == f"the first {total // 2:,} busy intervals of {total:,}"
+    assert cut.to_perfetto()["otherData"]["truncated"] == cut.truncated
+
+
+def _budget(init, n):
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.left = n
+
+    return patched
+
+
+def test_a_timeline_window_keeps_only_the_intervals_that_reach_into_it():
+    gpu = load_gpu("h100")
+    trace = build("v2", Workload(1, 4, 1024, 1024, 128), gpu)
+    window = (8e-6, 12e-6)  # the run: 24 µs, the first busy interval at 6 µs
+    tl = simulate(
+        trace, gpu, "detailed", timeline=True, timeline_sms=3, timeline_window_s=window
+    ).timeline
+    lo, hi = (t * gpu.sm_clock_hz for t in window)
+    kept = [iv for log in tl.sm_logs.values() for iv in log]
+    assert kept and all(iv[2] >= lo and iv[1] <= hi for iv in kept)
+    every = simulate(trace, gpu, "detailed", timeline=True, timeline_sms=3).timeline
+    inside = [iv for log in every.sm_logs.values() for iv in log if iv[2] >= lo and iv[1] <= hi]
+    assert kept == inside

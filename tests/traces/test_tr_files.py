@@ -189,9 +189,9 @@ def test_the_unmodified_document_loads(doc):
 def test_not_json_and_missing_file(tmp_path):
     path = tmp_path / "x.trace.json"
     path.write_text('{"format": "tilesim-trace",')
-    with pytest.raises(TilesimError, match="is not JSON"):
+    with pytest.raises(TilesimError, match="not valid JSON"):
         load(path)
-    with pytest.raises(TilesimError, match="not found"):
+    with pytest.raises(TilesimError, match="no such file"):
         load(tmp_path / "missing.trace.json")
     path.write_text("[1, 2]")
     with pytest.raises(TilesimError, match="must be a JSON object"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -12,7 +13,7 @@ import typer
 from rich.console import Console
 
 from ..atomic import check_writable
-from ..errors import TilesimError
+from ..errors import TilesimError, shown
 from ..hwmodels import GPU, load_gpu, parse_set_options
 from ..simulator.prediction import BOUNDS
 from ..traces.workload import Workload, default_seqlen_kv
@@ -123,6 +124,38 @@ def bound_help() -> str:
 BOUND_HELP = bound_help()
 
 
+MAX_JOBS = 1024  # worker processes: more than any host here has cores, fewer than a pool breaks
+
+
+def workers_of(jobs: int | None, option: str = "--jobs") -> int:
+    """The worker processes of ``--jobs`` (None: every core), refused outside [1, MAX_JOBS]."""
+    if jobs is None:
+        return os.cpu_count() or 1
+    if not 1 <= jobs <= MAX_JOBS:
+        raise TilesimError(f"{option} must be within [1, {MAX_JOBS}], got {shown(jobs)}")
+    return jobs
+
+
+def int_list(text: str, option: str) -> list[int]:
+    """``"512, 1024,"`` -> [512, 1024]: positive integers, comma-separated (empty items
+    skipped); one line naming the option otherwise."""
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise TilesimError(f"{option}: {part[:40]!r} is not an integer") from None
+        if value <= 0:
+            raise TilesimError(f"{option}: {value} must be positive")
+        values.append(value)
+    if not values:
+        raise TilesimError(f"{option}: no value given")
+    return values
+
+
 def check_output(path: Path | None, option: str, suffixes=None) -> Path | None:
     """``path`` checked writable before any long work (None passes: the option is unset)."""
     return None if path is None else check_writable(path, option, suffixes)
@@ -169,14 +202,3 @@ def workload_from_options(
 def serving_options(kv_heads: int | None, seqlens_kv: str | None, page_size: int) -> dict:
     """The serving options as `workload_from_options`' keywords."""
     return {"kv_heads": kv_heads, "seqlens_kv": seqlens_kv, "page_size": page_size}
-
-
-def int_list(text: str, option: str) -> list[int]:
-    """``"1,2,3"`` -> [1, 2, 3]; one line naming ``option`` if it is not that."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise TilesimError(f"{option} expects comma-separated integers, got {text!r}") from None
-    if not values:
-        raise TilesimError(f"{option} expects at least one value")
-    return values

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ..errors import TilesimError
 from ..hwmodels import GPU
-from ..runner import DEFAULT_CACHE_DIR, Job, default_workers, run_jobs
+from ..runner import DEFAULT_CACHE_DIR, Job, run_jobs
 from ..simulator import FIDELITIES, simulate
 from ..traces import build
 from ..traces.config import check_algo
@@ -45,6 +45,7 @@ from .common import (
     gpu_from_options,
     int_list,
     print_json,
+    workers_of,
 )
 
 _NO_DEFAULT = {"show_default": False}
@@ -142,12 +143,6 @@ def _algos(text: str | None, gpu: GPU, workload: Workload) -> list[str]:
     return algos
 
 
-def _workers(jobs: int | None) -> int:
-    if jobs is not None and jobs < 1:
-        raise TilesimError(f"--jobs must be at least 1, got {jobs}")
-    return jobs or default_workers()
-
-
 def _fidelity(fidelity: str) -> str:
     if fidelity not in FIDELITIES:
         raise TilesimError(f"unknown fidelity {fidelity!r} (choose from {', '.join(FIDELITIES)})")
@@ -199,7 +194,7 @@ def explain(
     expl = story(
         hw,
         w,
-        workers=_workers(jobs),
+        workers=workers_of(jobs),
         cache_dir=cache_dir,
         progress=not (as_json or markdown),
         fidelity=_fidelity(fidelity),
@@ -271,7 +266,7 @@ def roofline(
     _out_path(out)
     outcomes, _ = run_jobs(
         [Job(hw, a, w, fidelity=_fidelity(fidelity)) for a in names],
-        workers=_workers(jobs),
+        workers=workers_of(jobs),
         progress=not as_json,
     )
     measured, note = measured_points(hw, w, results)
@@ -554,6 +549,9 @@ def whatif(
     )
     # every shape at the pass asked for (Workload checks the name)
     workloads = [dataclasses.replace(w, pass_=pass_.strip().lower()) for w in workloads]
+    for a in names:  # what the unmodified GPU cannot run has no speed-up to sweep
+        for w in workloads:
+            check_algo(a, w, hw)
     if plot is not None:
         _out_path(plot, "--plot")
     if no_cache and cache_dir is not None:
@@ -565,12 +563,15 @@ def whatif(
         names,
         workloads,
         fidelity=_fidelity(fidelity),
-        workers=_workers(jobs),
+        workers=workers_of(jobs),
         scheduler=scheduler,
         cache_dir=cache,
         progress=True,
     )
     st = result.stats
+    if st.jobs and st.failed == st.jobs:
+        first = next(row["error"] for row in result.rows if row["error"])
+        raise TilesimError(f"every prediction of the sweep failed, the first: {first}")
     err_console.print(
         f"{st.jobs} predictions: {st.simulated} simulated, {st.cached} from the cache"
         + (f" ({cache})" if cache is not None else "")

@@ -17,8 +17,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..errors import TilesimError
-from .common import JsonOpt, check_output, console, print_json
+from ..errors import TilesimError, shown
+from .common import JsonOpt, check_output, console, int_list, print_json, workers_of
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
 
@@ -74,17 +74,41 @@ def log(message: str) -> None:
 
 
 def parse_ints(text: str | None, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    """``"512,1024"`` -> (512, 1024); one-line error naming the option otherwise."""
-    if text is None:
-        return default
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    try:
-        values = tuple(int(s) for s in items)
-    except ValueError:
-        raise TilesimError(f"{option} takes comma-separated integers, got {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise TilesimError(f"{option} takes positive integers, got {text!r}")
-    return values
+    """``"512,1024"`` -> (512, 1024) (`int_list`); ``default`` when the option is unset."""
+    return default if text is None else tuple(int_list(text, option))
+
+
+MAX_TIMING_MS = 60_000  # a minute of do_bench per point is already days over a grid
+
+
+def check_timing(warmup_ms: float, rep_ms: float, time_budget_s: float | None) -> None:
+    """do_bench's warm-up and timing per point, and the run's budget: finite and in range."""
+    if not 0 <= warmup_ms <= MAX_TIMING_MS:  # NaN fails too
+        raise TilesimError(f"--warmup-ms must be within [0, {MAX_TIMING_MS}], got {warmup_ms}")
+    if not 0 < rep_ms <= MAX_TIMING_MS:
+        raise TilesimError(f"--rep-ms must be within (0, {MAX_TIMING_MS}], got {rep_ms}")
+    if time_budget_s is not None and not 0 < time_budget_s < float("inf"):
+        raise TilesimError(f"--time-budget-s must be a positive number, got {time_budget_s}")
+
+
+def check_draw(seed: int, count: int, limit: int) -> None:
+    """``--seed`` and ``--points`` of a random draw."""
+    if not 0 <= seed < 2**63:
+        raise TilesimError(f"--seed must be within [0, 2^63), got {shown(seed)}")
+    if not 1 <= count <= limit:
+        raise TilesimError(f"--points must be between 1 and {limit}, got {shown(count)}")
+
+
+def parse_head_dims(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    from ..traces.workload import HEAD_DIMS
+
+    ds = parse_ints(text, "--head-dims", default)
+    for d in ds:
+        if d not in HEAD_DIMS:
+            raise TilesimError(
+                f"--head-dims: {d} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})"
+            )
+    return ds
 
 
 def parse_mask(text: str) -> tuple[bool, ...]:
@@ -173,6 +197,10 @@ def calibrate(
     if from_results is not None:
         _derive_from(from_results, base, preset_out, json_out, transfer_to)
         return
+    if base:
+        from ..hwmodels import load_gpu
+
+        load_gpu(base)  # a bad name fails before the GPU is looked for
     require_cuda("calibrate")
     import torch
 
@@ -282,6 +310,7 @@ def _derive_from(
 
     by_name: dict = {}
     meta: dict = {}
+    first = files[0]
     for path in files:
         doc = schema.load_results(path)
         if doc.get("kind") != "calibrate":
@@ -291,8 +320,20 @@ def _derive_from(
         # each row keeps the date of its run (a field derived from a later run says so)
         by_name.update({row["name"]: {"date": when, **row} for row in doc["measurements"]})
     rows = list(by_name.values())
+    if not rows:
+        names = ", ".join(map(str, files))
+        raise TilesimError(f"{names}: no micro-benchmark figure to derive from")
     device = (meta.get("device") or {}).get("name", "")
-    base_gpu = load_gpu(base or meta.get("base_preset") or cal.base_preset_for(device))
+    if base:
+        base_gpu = load_gpu(base)
+    else:
+        recorded = meta.get("base_preset")
+        if recorded is not None and not isinstance(recorded, str):
+            raise TilesimError(f"{first}: metadata.base_preset must be a preset name")
+        try:
+            base_gpu = load_gpu(recorded or cal.base_preset_for(device))
+        except TilesimError as exc:
+            raise TilesimError(f"{first}: metadata.base_preset: {exc}") from None
     gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta.get("date", ""))
     names = ", ".join(p.name for p in files)
     if transfer_to is not None:
@@ -395,18 +436,21 @@ def bench(
     from ..validate.timing import require_cuda
 
     ns = parse_ints(seqlens, "--seqlens", grid.BENCH_SEQLENS)
-    ds = parse_ints(head_dims, "--head-dims", (128, 64))
+    ds = parse_head_dims(head_dims, (128, 64))
     masks = parse_mask(mask)
     which = parse_bench_pass(pass_)
+    check_timing(warmup_ms, rep_ms, time_budget_s)
     if dtype not in ("fp16", "bf16"):
         raise TilesimError(f"--dtype must be fp16 or bf16 for bench, got {dtype!r}")
     if grid_name not in ("grid", "random", "serving"):
         raise TilesimError(f"--grid must be grid, random or serving, got {grid_name!r}")
+    if count is None:
+        count = SERVING_POINTS if grid_name == "serving" else BENCH_RANDOM_POINTS
+    check_draw(seed, count, 10_000)
     meta_extra = {"grid": grid_name}
     if grid_name == "random":
         from ..validate.random_set import EXTERNAL_KINDS
 
-        count = BENCH_RANDOM_POINTS if count is None else count
         if which != "fwd":
             raise TilesimError("--grid random draws forward shapes: leave --pass at fwd")
         chosen = tuple(i for i in b.parse_impls(impls or ",".join(EXTERNAL_KINDS)))
@@ -422,7 +466,7 @@ def bench(
         if which != "fwd":
             raise TilesimError("--grid serving times forward shapes: leave --pass at fwd")
         chosen = b.parse_impls(impls or ",".join(PEERS))
-        shapes = serving_bench_shapes(seed, SERVING_POINTS if count is None else count)
+        shapes = serving_bench_shapes(seed, count)
         meta_extra.update(seed=seed, points_drawn=len(shapes))
     else:
         chosen = b.parse_impls(impls, which)
@@ -538,31 +582,31 @@ def validate(
         if a not in ALGOS:
             raise TilesimError(f"unknown algorithm {a!r} (choose from {', '.join(ALGOS)})")
     ns = parse_ints(seqlens, "--seqlens", (1024, 4096) if quick else grid.VALIDATE_SEQLENS)
-    ds = parse_ints(head_dims, "--head-dims", (128,) if quick else grid.HEAD_DIMS)
+    ds = parse_head_dims(head_dims, (128,) if quick else grid.HEAD_DIMS)
     masks = parse_mask(mask)
     passes = parse_validate_pass(pass_)
     if grid_name not in ("grid", "random", "serving"):
         raise TilesimError(f"--grid must be grid, random or serving, got {grid_name!r}")
-    if seed < 0:
-        raise TilesimError(f"--seed must be 0 or more, got {seed}")
     if count is None:
         count = SERVING_POINTS if grid_name == "serving" else VALIDATE_RANDOM_POINTS
-    if not 1 <= count <= 10_000:
-        raise TilesimError(f"--points must be between 1 and 10000, got {count}")
-    if workers < 0:
-        raise TilesimError(f"--workers must be 0 or more, got {workers}")
+    check_draw(seed, count, 10_000)
+    check_timing(warmup_ms, rep_ms, time_budget_s)
+    if workers != 0:
+        workers_of(workers, "--workers")
+    from ..hwmodels import load_gpu
+
+    named = [p.strip() for p in presets.split(",")] if presets else []
+    for name in named:
+        load_gpu(name)  # a bad preset name fails now, not after the run
     _check_out(out)
     require_cuda("validate")
     import torch
 
-    from ..hwmodels import load_gpu
     from ..validate.calibrate import base_preset_for
 
     device = torch.cuda.get_device_name(0)
     gpu = load_gpu(base_preset_for(device))
-    names = [p.strip() for p in presets.split(",")] if presets else run.default_presets(device)
-    for name in names:
-        load_gpu(name)  # a bad preset name fails now, not after the run
+    names = named or run.default_presets(device)
     if grid_name == "random":
         from ..validate.random_set import random_points
 

@@ -23,7 +23,7 @@ from ..hwmodels import GPU
 from ..profiles import load as load_profile
 from ..simulator import FIDELITIES, Prediction, simulate
 from ..simulator.prediction import BOUNDS
-from ..simulator.timeline import DEFAULT_MAX_SMS
+from ..simulator.timeline import DEFAULT_MAX_SMS, parse_window
 from ..traces import build
 from ..traces.compiled import DEFAULT as DEFAULT_PROFILE
 from ..traces.config import check_algo, describe_config
@@ -56,8 +56,10 @@ from .common import (
     console,
     err_console,
     gpu_from_options,
+    int_list,
     print_json,
     serving_options,
+    workers_of,
     workload_from_options,
 )
 from .trace import (
@@ -104,7 +106,14 @@ ProfileOpt = Annotated[
         show_default=False,
     ),
 ]
-TimelineSmsOpt = Annotated[int, typer.Option("--timeline-sms", help="SMs drawn in the timeline.")]
+TimelineSmsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--timeline-sms",
+        help=f"SMs drawn in the timeline [default: {DEFAULT_MAX_SMS}].",
+        show_default=False,
+    ),
+]
 GanttOpt = Annotated[
     Path | None,
     typer.Option(
@@ -165,7 +174,7 @@ def predict_cmd(
     fidelity: FidelityOpt = "fast",
     as_json: JsonOpt = False,
     timeline: TimelineOpt = None,
-    timeline_sms: TimelineSmsOpt = DEFAULT_MAX_SMS,
+    timeline_sms: TimelineSmsOpt = None,
     timeline_window: TimelineWindowOpt = None,
     gantt: GanttOpt = None,
 ) -> None:
@@ -206,7 +215,7 @@ def replay_cmd(
     fidelity: FidelityOpt = "fast",
     as_json: JsonOpt = False,
     timeline: TimelineOpt = None,
-    timeline_sms: TimelineSmsOpt = DEFAULT_MAX_SMS,
+    timeline_sms: TimelineSmsOpt = None,
     timeline_window: TimelineWindowOpt = None,
     gantt: GanttOpt = None,
 ) -> None:
@@ -223,6 +232,11 @@ def _run_and_show(
     _check_fidelity(fidelity)
     check_output(timeline, "--timeline", (".json",))
     check_output(gantt, "--gantt", FIGURE_SUFFIXES)
+    if timeline is None and gantt is None:
+        for option, value in (("--timeline-sms", timeline_sms), ("--timeline-window", window)):
+            if value is not None:
+                raise TilesimError(f"{option} needs --timeline (or --gantt): nothing is drawn")
+    timeline_sms = DEFAULT_MAX_SMS if timeline_sms is None else timeline_sms
     if not 0 <= timeline_sms <= MAX_TIMELINE_SMS:
         raise TilesimError(
             f"--timeline-sms must be between 0 and {MAX_TIMELINE_SMS}, got {timeline_sms}"
@@ -238,6 +252,12 @@ def _run_and_show(
     )
     if timeline is not None:
         pred.timeline.write(timeline)
+        if pred.timeline.truncated:
+            err_console.print(
+                f"note: the timeline holds {pred.timeline.truncated}; draw fewer SMs "
+                "(--timeline-sms) or a --timeline-window",
+                soft_wrap=True,
+            )
         if pred.timeline.sampled:
             err_console.print(
                 f"note: the timeline is sampled ({pred.timeline.sampled}); "
@@ -271,17 +291,9 @@ def _check_fidelity(fidelity: str) -> None:
 
 
 def _window(text: str | None) -> tuple[float, float] | None:
-    if text is None:
-        return None
-    try:
-        start, end = (float(x) * 1e-6 for x in text.split(":"))
-    except ValueError:
-        raise TilesimError(
-            f"--timeline-window {text!r}: expected START_US:END_US, e.g. 0:50"
-        ) from None
-    if not 0 <= start < end:
-        raise TilesimError(f"--timeline-window {text!r}: needs 0 <= start < end")
-    return start, end
+    """``--timeline-window`` in seconds."""
+    span = parse_window(text, "--timeline-window")
+    return None if span is None else (span[0] * 1e-6, span[1] * 1e-6)
 
 
 def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
@@ -405,20 +417,20 @@ def compare_cmd(
     pass_: PassOpt = "fwd",
     fidelity: FidelityOpt = "fast",
     jobs: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--jobs", "-j", help="Parallel processes [default: CPUs].", show_default=False
         ),
-    ] = 0,
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare standard attention and FlashAttention v1/v2/v3 over sequence lengths."""
-    from ..runner import Job, default_workers, run_jobs
+    from ..runner import Job, run_jobs
 
     _check_fidelity(fidelity)
     hw = gpu_from_options(gpu, sets)
-    ns = _int_list(seqlens, "--seqlens")
-    ds = _int_list(head_dims, "--head-dims")
+    ns = int_list(seqlens, "--seqlens")
+    ds = int_list(head_dims, "--head-dims")
     for d in ds:
         if d not in HEAD_DIMS:
             raise TilesimError(
@@ -431,9 +443,7 @@ def compare_cmd(
     grid, notes = compare_grid(
         hw, ns, ds, names, tokens, hidden, causal, dtype, explicit, pass_.strip().lower()
     )
-    if jobs < 0:
-        raise TilesimError(f"--jobs must be >= 0, got {jobs}")
-    workers = jobs or min(default_workers(), len(grid))
+    workers = workers_of(jobs)
     outcomes, _ = run_jobs(
         [Job(hw, a, w, None, fidelity) for a, w in grid], workers=workers, progress=not as_json
     )
@@ -575,24 +585,6 @@ def fmt_bytes(n: float) -> str:
             v = n / scale
             return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
     return f"{n:.0f} B"
-
-
-def _int_list(text: str, option: str) -> list[int]:
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            value = int(part)
-        except ValueError:
-            raise TilesimError(f"{option}: {part!r} is not an integer") from None
-        if value <= 0:
-            raise TilesimError(f"{option}: {value} must be positive")
-        values.append(value)
-    if not values:
-        raise TilesimError(f"{option}: no value given")
-    return values
 
 
 __all__ = ["compare_grid", "compare_rows", "register"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +18,7 @@ from .common import (
     console,
     err_console,
     print_json,
+    workers_of,
 )
 
 FIDELITIES = ("fast", "detailed")
@@ -109,10 +109,7 @@ def report(
 
     if fidelity not in FIDELITIES:
         raise TilesimError(f"unknown fidelity {fidelity!r} (choose fast or detailed)")
-    if jobs is None:
-        jobs = os.cpu_count() or 1
-    if jobs < 1:
-        raise TilesimError(f"--jobs must be at least 1, got {jobs}")
+    jobs = workers_of(jobs)
     check_output(png, "--png", FIGURE_SUFFIXES)
     check_output(markdown, "--markdown")
     check_output(baseline, "--baseline", (".json",))
@@ -171,9 +168,12 @@ def _print(summary: dict, rep) -> None:
 @contextlib.contextmanager
 def _progress():
     """A progress bar of the predictions on stderr; yields the ``progress(done, total)``
-    callback."""
+    callback. A log file (stderr not a terminal) gets no bar, nor the blank line it leaves."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    if not err_console.is_terminal:
+        yield lambda done, total: None
+        return
     with Progress(
         "predicting",
         BarColumn(),

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ..errors import TilesimError
 from ..hwmodels import GPU
 from ..traces import build
 from ..traces.config import config_names, named_config
@@ -122,6 +123,9 @@ CtaOpt = Annotated[
 LaunchOpt = Annotated[int, typer.Option("--launch", help="Launch index for --cta.")]
 
 
+V3_FLAGS = ("persistent", "pingpong", "warp_specialize")  # only v3's schedules have them
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(trace_app, name="trace")
 
@@ -135,6 +139,10 @@ def config_from_options(
     own default.
     """
     changes = {k: v for k, v in overrides.items() if v is not None}
+    for flag in V3_FLAGS:
+        if changes.get(flag) and algo != "v3":
+            option = "--" + flag.replace("_", "-")
+            raise TilesimError(f"{option} is a v3 schedule (algo {algo} does not have it)")
     if name is None and not changes and workload.pass_ == "fwd_bwd":
         return None
     config = named_config(name or "default", algo, workload, gpu)

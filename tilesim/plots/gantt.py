@@ -12,7 +12,6 @@ is a `Prediction` made with ``timeline=True``, a `Timeline`, its Perfetto JSON
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from ..errors import TilesimError
+from ..simulator.timeline import parse_window
 from .figure import save_figure
 
 PIPE_COLOURS = {"tensor": "#4C72B0", "sfu": "#DD8452", "fp32": "#55A868", "smem": "#8172B3"}
@@ -105,20 +105,6 @@ class _Lanes:
         mid = len(ops) // 2
         a, b = ops[mid - AUTO_WINDOW_OPS // 2], ops[mid + AUTO_WINDOW_OPS // 2]
         return a[0], b[0] + b[1]
-
-
-def parse_window(text: str | None) -> tuple[float, float] | None:
-    """``"10:25"`` (µs) -> (10.0, 25.0); None or ``"auto"`` -> None."""
-    if text is None or text.strip().lower() == "auto":
-        return None
-    a, sep, b = text.partition(":")
-    try:
-        lo, hi = float(a.strip().removesuffix("us")), float(b.strip().removesuffix("us"))
-    except ValueError:
-        lo = hi = float("nan")
-    if not sep or not (math.isfinite(lo) and math.isfinite(hi)) or not 0 <= lo < hi:
-        raise TilesimError(f"--window expects START:END in µs with START < END, got {text!r}")
-    return lo, hi
 
 
 def gantt(
