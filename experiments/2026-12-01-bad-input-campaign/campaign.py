@@ -1702,6 +1702,95 @@ FAILURES = (
 )
 
 
+SERVING = ["predict", "-b", "2", "-H", "8", "-n", "1", "--seqlen-kv", "1024", "-d", "64"]
+
+
+def serving_cases():
+    """The serving options (GQA, decode against a KV cache, varlen, pages, split-KV)."""
+    for option, legal in (("--kv-heads", ()), ("--page-size", ("0",)), ("--num-splits", ())):
+        for i, value in enumerate(INT_BAD + ["3", "7", "1024"]):
+            yield Case(
+                f"serving-int{option.replace('-', '_')}-{i}",
+                [*SERVING, option, value],
+                "any"
+                if value in legal or value in ("3", "7", "1024") and option != "--kv-heads"
+                else "error",
+                mentions=(option, option.strip("-").replace("-", "_")),
+            )
+    for i, value in enumerate(
+        [
+            "",
+            ",",
+            "a,b",
+            "512,-1",
+            "512,0",
+            "9" * 30,
+            "512",
+            "512,1024,2048",
+            "512,100000000",
+            "512,,1024",
+            "1e3,2",
+        ]
+    ):
+        yield Case(
+            f"serving-seqlens-kv-{i}",
+            [*SERVING, "--seqlens-kv", value],
+            "any" if value in ("512,1024", "512,,1024") else "error",
+            mentions=("--seqlens-kv", "seqlens_kv"),
+        )
+    conflicts = [
+        ("kv-heads-indivisible", ["--kv-heads", "3"], "error", ("kv_heads", "--kv-heads")),
+        ("kv-heads-more", ["--kv-heads", "16"], "error", ("kv_heads", "--kv-heads")),
+        ("kv-heads-v1", ["--kv-heads", "2", "--algo", "v1"], "any", ("kv", "v1")),
+        ("kv-heads-standard", ["--kv-heads", "2", "--algo", "standard"], "any", ()),
+        ("kv-heads-v3", ["--kv-heads", "2", "--algo", "v3"], "any", ()),
+        ("kv-heads-bwd", ["--kv-heads", "2", "--pass", "bwd"], "any", ("bwd", "kv")),
+        ("splits-v3", ["--num-splits", "4", "--algo", "v3"], "error", ("--num-splits", "v3")),
+        ("splits-huge", ["--num-splits", "100000"], "error", ("--num-splits", "num_splits")),
+        ("pack-gqa-v1", ["--pack-gqa", "--algo", "v1"], "error", ("--pack-gqa", "v1")),
+        ("pack-gqa-mha", ["--pack-gqa"], "any", ()),
+        ("pack-gqa-gqa", ["--pack-gqa", "--kv-heads", "2"], "any", ()),
+        ("page-size-3", ["--page-size", "3"], "error", ("page_size", "--page-size")),
+        ("page-size-big", ["--page-size", "4096"], "any", ("page",)),
+        ("decode-causal", ["--causal"], "any", ()),
+        ("kv-short-causal", ["--causal", "-n", "2048"], "any", ()),
+        ("seqlens-kv-longest", ["--seqlens-kv", "512,4096"], "any", ("seqlen_kv",)),
+        ("decode-fp8-v2", ["--dtype", "fp8"], "error", ("fp8",)),
+        ("decode-explain", None, "any", ()),
+        ("kv-huge-scores", ["-n", "65536", "--seqlen-kv", "131072"], "error", ("seqlen",)),
+    ]
+    for name, extra, expect, mentions in conflicts:
+        argv = (
+            [
+                "explain",
+                "-n",
+                "1",
+                "--seqlen-kv",
+                "1024",
+                "-d",
+                "64",
+                "-b",
+                "2",
+                "-H",
+                "8",
+                "--kv-heads",
+                "2",
+                "-j",
+                "1",
+            ]
+            if extra is None
+            else [*SERVING, *extra]
+        )
+        yield Case(f"serving-{name}", argv, expect, mentions=mentions)
+    for command in ("validate", "bench"):
+        for i, value in enumerate(["serving", "servng"]):
+            yield Case(
+                f"serving-{command}-grid-{i}",
+                [command, "--grid", value, "--points", "3"],
+                mentions=("CUDA",) if value == "serving" else ("--grid",),
+            )
+
+
 def all_cases(fx: Path) -> list[Case]:
     cases = [
         *parse_cases(),
@@ -1709,6 +1798,7 @@ def all_cases(fx: Path) -> list[Case]:
         *set_cases(_fields()),
         *name_cases(),
         *conflict_cases(),
+        *serving_cases(),
         *output_cases(),
         *file_cases(),
         *preset_cases(),
