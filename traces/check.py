@@ -238,14 +238,14 @@ def _check_ops(
                     f"defines {', '.join(tensors) or 'none'})"
                 )
             for k, t in enumerate(op.tile):
-                _expression(t, f"{at}.tile[{k}]", known)
-                _tile_divisors(t, f"{at}.tile[{k}]", params)
-            _expression(op.nbytes, f"{at}.nbytes", known)
+                _expression(t, f"{at}.tile[{k}]", known, params)
+                _divisors(t, f"{at}.tile[{k}]", params, tile=True)
+            _expression(op.nbytes, f"{at}.nbytes", known, params)
             if isinstance(op, Load):
                 _bool(op.tma, f"{at}.tma")
         elif isinstance(op, Mma):
             for f in ("m", "n", "k"):
-                _expression(getattr(op, f), f"{at}.{f}", known)
+                _expression(getattr(op, f), f"{at}.{f}", known, params)
             if op.dtype not in MMA_DTYPES:
                 raise TilesimError(
                     f"{at}.dtype: unknown Mma dtype {op.dtype!r} "
@@ -253,15 +253,15 @@ def _check_ops(
                 )
             _bool(op.async_, f"{at}.async")
         elif isinstance(op, Vector):
-            _expression(op.exp, f"{at}.exp", known)
-            _expression(op.fp32, f"{at}.fp32", known)
-            _expression(op.smem, f"{at}.smem", known)
+            _expression(op.exp, f"{at}.exp", known, params)
+            _expression(op.fp32, f"{at}.fp32", known, params)
+            _expression(op.smem, f"{at}.smem", known, params)
             _bool(op.async_, f"{at}.async")
         elif isinstance(op, Loop):
             _identifier(op.var, f"{at}.var")
             if op.var in known:
                 raise TilesimError(f"{at}.var: loop variable {op.var!r} is already in use")
-            _expression(op.trips, f"{at}.trips", known)
+            _expression(op.trips, f"{at}.trips", known, params)
             _int(op.prefetch, f"{at}.prefetch", minimum=0, maximum=1024)
             if op.prefetch and not any(isinstance(b, Load) for b in op.body):
                 raise TilesimError(f"{at}.prefetch: {op.prefetch} but the loop body has no load")
@@ -303,8 +303,10 @@ def _ops(program: CtaProgram, where: str):
 # -- fields ----------------------------------------------------------------------------
 
 
-def _expression(e, where: str, known: frozenset) -> None:
-    """A size, trip count or tile coordinate: an int >= 0 or a valid expression."""
+def _expression(e, where: str, known: frozenset, params: dict) -> None:
+    """A size, trip count or tile coordinate: an int >= 0 or a valid expression, none of
+    whose divisors of params and literals is zero (code that no CTA runs is not counted,
+    so the counters' evaluation would not see it)."""
     if isinstance(e, bool) or not isinstance(e, int | str):
         raise TilesimError(f"{where}: {e!r} must be an integer or an expression string")
     if isinstance(e, int):
@@ -322,13 +324,17 @@ def _expression(e, where: str, known: frozenset) -> None:
         raise TilesimError(
             f"{where}: expression {e!r} uses unknown name(s): {', '.join(sorted(unknown))}"
         )
+    _divisors(e, where, params, tile=False)
 
 
-def _tile_divisors(e, where: str, params: dict) -> None:
-    """A tile coordinate divides only by params and literals, never by zero: the counters
-    evaluate sizes for every CTA, but not coordinates (they enumerate no head index)."""
+def _divisors(e, where: str, params: dict, tile: bool) -> None:
+    """No divisor of params and literals is zero; a tile coordinate (``tile``) divides
+    only by those: the counters evaluate sizes for every CTA, but not coordinates (they
+    enumerate no head index)."""
     for d in _expr.divisors(e):
         if not _expr.free_names(d) <= params.keys():
+            if not tile:
+                continue
             raise TilesimError(
                 f"{where}: expression {e!r} divides by {d!r}; a tile coordinate may divide "
                 "by params and literals only"

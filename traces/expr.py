@@ -107,10 +107,11 @@ def evaluate(expr: int | str, env: dict) -> int:
     return fn(env)
 
 
-def divisors(expr: int | str) -> list[str]:
+@lru_cache(maxsize=4096)  # the checker asks for each op's sizes, on every build
+def divisors(expr: int | str) -> tuple[str, ...]:
     """The source of every divisor in ``expr``: right of ``//`` and ``%``, cdiv's second."""
     if isinstance(expr, int):
-        return []
+        return ()
     parse(expr)  # validated: bounded in length and depth
     out = []
     for node in ast.walk(ast.parse(expr.strip(), mode="eval")):
@@ -118,7 +119,7 @@ def divisors(expr: int | str) -> list[str]:
             out.append(ast.unparse(node.right))
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "cdiv":
             out.append(ast.unparse(node.args[1]))
-    return out
+    return tuple(out)
 
 
 def free_names(expr: int | str) -> frozenset[str]:

@@ -1816,7 +1816,8 @@ def combine(before: Path, after: Path, out: Path) -> None:
     """One compact file of two runs (the tree before the fixes, and after): their
     summaries, and per case its class in each, the later run's exit code, seconds and
     first stderr line (temp folders written {tmp}), one case per line."""
-    old, new = (json.loads(p.read_text()) for p in (before, after))
+    new = json.loads(after.read_text())
+    old = {"summary": None, "cases": []} if str(before) == "-" else json.loads(before.read_text())
     was = {r["id"]: r["class"] for r in old["cases"]}
     rows = []
     for r in new["cases"]:
@@ -1843,7 +1844,7 @@ def main() -> None:
         nargs=2,
         type=Path,
         metavar=("BEFORE", "AFTER"),
-        help="merge two runs' files into --out (the committed results.json)",
+        help="merge two runs' files into --out (the committed results.json); BEFORE - : none",
     )
     args = ap.parse_args()
     if args.combine:

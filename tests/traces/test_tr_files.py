@@ -159,6 +159,7 @@ MALFORMED = [
     ("tma not bool", lambda d: op_path(d, 0).update(tma="yes"), f"{OPS}[0].tma: 'yes' must be true or false"),
     ("negative at run time", lambda d: op_path(d, 0).update(nbytes="(N_q - 1000)*d"), f"{OPS}[0].nbytes: expression '(N_q - 1000)*d' evaluates to -"),
     ("division by zero", lambda d: op_path(d, 0).update(nbytes="d // (m - m)"), f"{OPS}[0].nbytes: expression 'd // (m - m)' divides by zero"),
+    ("division by zero where no CTA goes", lambda d: (op_path(d, 1).update(trips=0), op_path(d, 1, 0).update(nbytes="N_q % 0")), f"{OPS}[1].body[0].nbytes: expression 'N_q % 0' divides by zero"),
     ("body not a list", lambda d: op_path(d, 1).update(body={}), f"{OPS}[1].body: must be a list"),
     ("param not int", lambda d: d["params"].update(N_q="4k"), "params.N_q: '4k' must be an integer"),
     ("spill covers not a list", lambda d: d["launches"][0].update(spill_reload_covers=7), "launches[0].spill_reload_covers: must be a list"),
