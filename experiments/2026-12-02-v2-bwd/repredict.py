@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--pass", dest="pass_", default="fwd")
     ap.add_argument("--preset", default="h200-cal")
     ap.add_argument("--preset-clock", action="store_true")
+    ap.add_argument("--head-dim", type=int, help="only the points of this head dim")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -34,6 +35,8 @@ def main() -> None:
         for m in json.loads(pathlib.Path(f).read_text())["measurements"]:
             w = m["workload"]
             if m["algo"] != args.algo or w["pass_"] != args.pass_ or m.get("status") != "ok":
+                continue
+            if args.head_dim and w["head_dim"] != args.head_dim:
                 continue
             clock = None if args.preset_clock else (m.get("clock_sm_MHz") or 0) * 1e6 or None
             wl, cfg = workload_from_record(m), config_from_record(m)
