@@ -18,6 +18,16 @@ wherever the spilled line is; reloads issued together and waited on together
 count once. The body is walked twice, counting the second pass, so a reload
 issued near the end of an iteration and used at the start of the next one is
 counted.
+
+A loop that loads nothing through L1 (no ``LDG`` in its body: its tiles come by
+``cp.async.cg``, ``LDGSTS.E.BYPASS``, which caches in L2 only, or by TMA, which
+writes shared memory directly) leaves its spilled lines in L1, so its reloads are
+L1 hits: their latency is the issue replay's (``validate/issue.py``, 24 cycles), and
+the loop has no waits here. v1's backward streams its tiles through L1 with ``LDG``
+and Nsight Compute finds 90% of its reloads missing L1
+(``results/2026-11-30-h200-spill-ncu.json``); v2's backward, compiled for an N
+that is not a multiple of its tiles, spills 80-136 bytes a thread and loads only
+by ``LDGSTS`` (experiments/2026-12-02-v2-bwd).
 """
 
 from __future__ import annotations
@@ -52,6 +62,8 @@ def loops(sass: str) -> list[dict]:
             if sum(ops.values()) > 1:
                 loop = {"instructions": sum(ops.values()), "ops": dict(ops.most_common())}
                 waits = spill_reload_waits(lines[labels[m.group(1)] : i + 2])
+                if waits and "LDG" not in ops:  # reloads hit L1 (module docstring)
+                    waits = []
                 if waits is not None:
                     loop["spill_reload_waits"] = waits
                 found.append(loop)

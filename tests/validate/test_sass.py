@@ -78,3 +78,12 @@ def test_spill_reload_waits_from_the_control_bits():
 def test_text_without_encodings_has_no_spill_figure():
     inner, _ = loops(SASS)
     assert "spill_reload_waits" not in inner
+
+
+def test_a_loop_that_loads_nothing_through_l1_reloads_from_l1():
+    """Its tiles by cp.async.cg (LDGSTS.E.BYPASS): the spilled lines stay in L1, and
+    its reloads cost what the issue replay charges, no wait here."""
+    bypass = HEX.replace("LDG.E R9, desc[UR4][R2.64]", "LDGSTS.E.BYPASS.128 [R9], desc[UR4][R2.64]")
+    (loop,) = loops(bypass)
+    assert loop["ops"]["LDL"] == 3 and "LDG" not in loop["ops"]
+    assert loop["spill_reload_waits"] == []
