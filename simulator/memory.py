@@ -114,7 +114,7 @@ class PSServer:
         self.V = 0.0  # virtual time
         self.n = 0  # active transfers
         self.last = 0.0  # real time of the last update
-        self.heap: list = []  # (finish V, seq, class, callback, arg)
+        self.heap: list = []  # (finish V, seq, class, copies, callback, arg)
         self.seq = 0
         self.gen = 0
         self.wake_t = -1.0  # time of the pending wake-up; -1: none
@@ -127,18 +127,20 @@ class PSServer:
         if recorder is not None:
             self._record(0.0)  # every server has a counter track, busy or not
 
-    def add(self, work: float, cls: int, callback, arg) -> None:
-        """Start a transfer of ``work`` cycles; ``callback(arg, now)`` when it ends."""
+    def add(self, work: float, cls: int, callback, arg, copies: int = 1) -> None:
+        """Start a transfer of ``work`` cycles; ``callback(arg, now)`` when it ends.
+        ``copies``: it stands for that many identical transfers (one SM's for all the
+        SMs of a symmetric launch, scheduler.py), each taking its share."""
         now = self.env._now
         self.busy = self.busy_at(now)
         self.busy_t = now
         if self.n:
             self.V += (now - self.last) / self.n
         self.last = now
-        heappush(self.heap, (self.V + work, self.seq, cls, callback, arg))
+        heappush(self.heap, (self.V + work, self.seq, cls, copies, callback, arg))
         self.seq += 1
-        self.n += 1
-        self.classes[cls] += 1
+        self.n += copies
+        self.classes[cls] += copies
         if self.recorder is not None:
             self._record(now)
         self._schedule(now)
@@ -172,15 +174,15 @@ class PSServer:
         # at `now` cannot advance by it): a zero-delay reschedule would repeat forever
         while heap and (heap[0][0] <= limit or now + (heap[0][0] - self.V) * self.n == now):
             item = heappop(heap)
-            self.n -= 1
-            self.classes[item[2]] -= 1
+            self.n -= item[3]
+            self.classes[item[2]] -= item[3]
             done.append(item)
         if self.recorder is not None and done:
             self._record(now)
         if heap:
             self._schedule(now)
         for item in done:  # after the state is consistent: callbacks may add transfers
-            item[3](item[4], now)
+            item[4](item[5], now)
 
     def busy_at(self, now: float) -> float:
         """Busy fraction at ``now``: the average, decayed since the last change of n."""
@@ -385,6 +387,66 @@ class Memory:
         self._part_done(job, self.env._now, 0.0, 0.0, 0.0)
         return total
 
+    def load_copies(self, sm, items, twins, copies, extra_hit, event, ctr, reps, lead):
+        """`load` for a CTA that stands for ``copies`` CTAs in lock step on as many SMs
+        (scheduler.py): ``items`` its tiles, ``twins`` those of the others. Every tile
+        goes through the L2 as in the full run; the CTA's load is the copies' average,
+        ``copies`` transfers on each server, and its counters the average too.
+        (No coalesced outer loop: such a launch's loops hold no loop.)"""
+        l2 = self.l2
+        entries = l2.entries
+        inflight = l2.inflight
+        total = hit = miss = joined = 0
+        misses = None
+        job = LoadJob(event, sm, ctr, self.env._now, reps, lead)
+        for key, nb in (*items, *twins):
+            total += nb
+            if key in entries:
+                entries.move_to_end(key)
+                hit += nb
+                continue
+            waiters = inflight.get(key)
+            if waiters is not None:
+                waiters.append(job)
+                job.pending += 1
+                joined += nb
+                continue
+            if misses is None:
+                misses = []
+            misses.append((key, nb))
+            inflight[key] = []
+            miss += nb
+        total = total / copies + extra_hit
+        hit = hit / copies + extra_hit
+        miss /= copies
+        ctr[C_L2_HIT] += joined / copies
+        ctr[C_L2_XFER] += joined / copies
+        job.extra = self.tile_extra(total / reps)
+        ctr[C_LOAD] += total
+        now = self.env._now
+        if total > 0:
+            first = now + (self.hbm_latency if (miss or job.pending > 1) else self.l2_latency)
+            start = first if first > sm.smem_free else sm.smem_free
+            busy = total * self.smem_cost
+            job.smem_end = sm.smem_free = start + busy
+            job.smem_busy = busy
+            ctr[C_SMEM] += busy
+        if miss:
+            ctr[C_HBM_READ] += miss
+            job.keys = misses
+            job.pending += 1
+            self.hbm.add(miss * self.read_cost, 0, self._hbm_read_done, job, copies)
+        elif misses:
+            job.keys = misses
+            self._insert_fills(job, now)
+        if hit:
+            ctr[C_L2_HIT] += hit
+            ctr[C_L2_XFER] += hit
+            job.pending += 1
+            self.l2srv.add(hit * self.l2_cost, 0, self._l2_done, job, copies)
+        self._part_done(job, now, 0.0, 0.0, 0.0)
+        return total
+
     def tile_extra(self, nbytes: float) -> float:
         """What the slowest of the requests of a CTA's load of ``nbytes`` (one iteration's,
         its tiles together) adds to one load's latency from HBM (``GPU.tile_extra_curve``:
@@ -490,6 +552,34 @@ class Memory:
                 start = now if now > sm.store_free else sm.store_free
                 port = sm.store_free = start + total * self.store_cost
             self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg, port))
+        return touched
+
+    def store_copies(self, sm, items, twins, copies, extra_rep, callback, arg, ctr):
+        """`store` for a CTA that stands for ``copies`` (as `load_copies`)."""
+        entries = self.l2.entries
+        total = 0.0
+        touched = 0.0
+        for key, nb in (*items, *twins):
+            total += nb
+            if key not in entries:
+                touched += nb
+        total = total / copies + extra_rep
+        touched /= copies
+        ctr[C_HBM_WRITE] += total
+        every = (*items, *twins)
+        if total <= 0:
+            for key, nb in every:
+                self.l2.insert(key, nb)
+            callback(arg, self.env._now)
+        else:
+            port = 0.0
+            if self.store_rate:
+                now = self.env._now
+                start = now if now > sm.store_free else sm.store_free
+                port = sm.store_free = start + total * self.store_cost
+            self.hbm.add(
+                total * self.write_cost, 1, self._store_done, (every, callback, arg, port), copies
+            )
         return touched
 
     def _store_done(self, state, now: float) -> None:

@@ -28,6 +28,21 @@ of the shared tiles (each head's K once) are then under-counted for the skipped
 groups, a small error next to such a launch's traffic. (Dropping it also where
 the period outlasts a wave made `qk` read 22% more than Nsight Compute counts at
 N = 4k, d = 128.)
+
+One SM for all (``fast`` fidelity). A launch whose CTAs all do the same work on
+tiles of their own (a period of one item: ATen's elementwise kernels, row
+softmaxes, 10^5-10^6 tiny CTAs) runs in lock step on every SM: the first wave
+starts at one instant on idle SMs, each SM takes the next grid item as its slot
+frees, and they free at the same instants, so SM j runs items j, j + m, j + 2m, ...
+(m SMs) along the same timeline. One SM is then simulated, its CTA r standing for
+items [r m, r m + m): its loads and stores touch every one of their tiles in the
+L2 (hits and misses as in the full run), each transfer counts m times on the HBM and
+L2 servers (their processor sharing), and its counters are the m copies' average,
+summed m times. Wave sampling then runs on that SM's waves, after a longer warm-up
+(LOCK_STEP_WARM: the rate takes 10-20 waves to settle after the lock-step start),
+which costs little with m times fewer CTAs per wave. Launches that share tiles
+between CTAs (the first asks HBM, the others join its fill) drift apart from SM to
+SM and are simulated whole.
 """
 
 from __future__ import annotations
@@ -54,6 +69,12 @@ PERSISTENT_WARM_WAVES = 3  # persistent launches: a fixed head (items are assign
 TAIL_WAVES = 1  # waves simulated at the end, besides the last partial one
 STEADY_TOLERANCE = 0.0025  # steady: the rate changed by less than this over the last wave
 MIN_PERIODS = 4  # fewer periods than this in a launch: a sharing-only dim may be dropped
+LOCK_STEP_WAVES = 4  # fewer waves than this: every SM simulated (its cost is small)
+# one SM standing for all: waves before the measuring window. After the lock-step start
+# the rate takes 10-20 waves to settle (sdpa-math's `where`: 1.31 -> 1.05 cycles per
+# item) and wobbles by +-5% from wave to wave, so the steadiness test can pass by chance
+# before; these waves cost little here.
+LOCK_STEP_WARM = 24
 
 
 @dataclass(frozen=True)
@@ -92,14 +113,25 @@ def period(compiled, slots: int) -> int:
     return g
 
 
-def make_plan(compiled, slots: int, fidelity: str, persistent: bool = False) -> Plan | None:
-    """The wave-sampling plan of a launch, or None to simulate every item."""
+def make_plan(
+    compiled,
+    slots: int,
+    fidelity: str,
+    persistent: bool = False,
+    n: int | None = None,
+    warm: int | None = None,
+) -> Plan | None:
+    """The wave-sampling plan of a launch (of ``n`` items, by default its grid's, and
+    ``warm`` waves before the measuring window, by default the module's), or None to
+    simulate every item."""
     if fidelity != "fast":
         return None
-    n = compiled.num_items
+    if n is None:
+        n = compiled.num_items
     g = period(compiled, slots)
     window = g * -(-slots // g)  # a multiple of g, at least one wave
-    warm = PERSISTENT_WARM_WAVES if persistent else WARM_WAVES
+    if warm is None:
+        warm = PERSISTENT_WARM_WAVES if persistent else WARM_WAVES
     head_min = warm * slots + window + slots
     tail = (n - TAIL_WAVES * slots) // g * g
     if tail <= head_min:
@@ -108,6 +140,29 @@ def make_plan(compiled, slots: int, fidelity: str, persistent: bool = False) -> 
     if tail - head < slots:
         return None
     return Plan(n, head, tail, g, window, slots)
+
+
+def lock_step(compiled, sms, now: float, slots: int, fidelity: str) -> bool:
+    """Whether the launch runs the same on every SM, so that one SM can stand for all
+    (``fast`` fidelity; module docstring): every CTA the same work on tiles of its
+    own, none shared, no loop inside a loop, every SM idle at the start, and enough
+    waves for it to matter."""
+    if fidelity != "fast" or len(sms) < 2 or compiled.num_items < LOCK_STEP_WAVES * slots:
+        return False
+    if compiled.launch.persistent_ctas > 0 or period(compiled, slots) != 1:
+        return False
+    if any(_nested(nodes) for _, nodes in compiled.roles):
+        return False
+    for sm in sms:
+        if sm.log is not None:
+            return False  # a timeline draws every SM
+        if max(sm.tensor_free, sm.vector_free, sm.smem_free, sm.store_free, sm.issue_free) > now:
+            return False
+    return True
+
+
+def _nested(nodes) -> bool:
+    return any(node.nested or _nested(node.body) for node in nodes)
 
 
 def sm_speed(launch, gpu) -> float:
@@ -150,12 +205,26 @@ class LaunchRun:
         self.capacity = gpu.sm_count * per_sm  # CTA slots of the GPU
         slots = self.persistent or self.capacity
         self.slots = slots
-        self.plan = make_plan(compiled, slots, fidelity, self.persistent > 0)
+        # One SM standing for all (module docstring): its CTA r is the grid's items
+        # [r m, r m + m), one on each of the m SMs.
+        self.copies = 1
+        self.n_items = n
+        self.room = self.capacity  # CTA slots simulated
+        if lock_step(compiled, sms, env._now, slots, fidelity):
+            self.copies = len(sms)
+            self.n_items = -(-n // self.copies)
+            self.room = per_sm
+            self.sms = sms[:1]
+            self.executor.resident = lambda: self.running * self.copies
+        if self.copies > 1:
+            self.plan = make_plan(compiled, per_sm, fidelity, False, self.n_items, LOCK_STEP_WARM)
+        else:
+            self.plan = make_plan(compiled, slots, fidelity, self.persistent > 0)
         self.starts: dict[int, float] = {}  # item -> time it started
         self.ends: dict[int, float] = {}  # first item of a CTA -> time the CTA finished
         self.ctrs: dict[int, list] = {}  # item -> counters
-        self.resident = [0] * len(sms)
-        self.free = [(0, i) for i in range(len(sms))]  # (resident, sm): least loaded first
+        self.resident = [0] * len(self.sms)
+        self.free = [(0, i) for i in range(len(self.sms))]  # (resident, sm): least loaded first
         self.pending: list = []  # persistent CTAs (item lists) waiting for a slot, in order
         self.next_pending = 0
         self.next_item = 0  # non-persistent: the next grid item to place
@@ -210,7 +279,7 @@ class LaunchRun:
                 self.plan = dataclasses.replace(plan, head=plan.head + plan.slots)
             else:
                 self.plan = None
-        if i >= self.compiled.num_items:
+        if i >= self.n_items:
             return None
         self.next_item = i + 1
         self.starts[i] = self.env._now
@@ -275,8 +344,16 @@ class LaunchRun:
         coords = self.compiled.coords
         name = self.launch.name
         plan = self.plan
+        m = self.copies
         for item in items:
-            cta.G = coords(item)
+            if m > 1:  # items [item m, item m + m) of the grid, one on each SM
+                first = item * m
+                cta.G = coords(first)
+                last = min(first + m, self.compiled.num_items)
+                cta.twins = tuple(coords(i) for i in range(first + 1, last))
+                cta.copies = last - first
+            else:
+                cta.G = coords(item)
             cta.reg = {}
             cta.item = item
             cta.ctr = ctr = [0.0] * N_COUNTERS
@@ -315,7 +392,7 @@ class LaunchRun:
         """Whether a CTA is still to be placed."""
         if self.persistent:
             return self.next_pending < len(self.pending)
-        return not self.exhausted and self.next_item < self.compiled.num_items
+        return not self.exhausted and self.next_item < self.n_items
 
     def _finished(self, sm: int) -> None:
         self.resident[sm] -= 1
@@ -347,13 +424,17 @@ class LaunchRun:
                 held += sum(self._skipped_work(first % p) for first in sorted(self.ends))
             else:
                 held += self._rate(plan.head) * (plan.tail - plan.head) * plan.slots
-        room = self.capacity * cycles
+        room = self.room * cycles
         return min(1.0, held / room) if room > 0 else 0.0
 
     def totals(self) -> tuple[float, list, float]:
         """(cycles of the launch, counters, cycles stood in for by extrapolation)."""
         cycles = self.t1 - self.t0
         ctrs = self.ctrs
+        m = self.copies
+        if m > 1:  # each simulated CTA's counters are its copies' average
+            n = self.compiled.num_items
+            ctrs = {i: [x * min(m, n - i * m) for x in c] for i, c in ctrs.items()}
         # a fixed order (items sorted), added one by one: bit-identical run to run
         total = _column_sums([ctrs[item] for item in sorted(ctrs)])
         plan = self.plan

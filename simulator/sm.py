@@ -110,11 +110,27 @@ DONE = Done()
 class Cta:
     """One work item in flight on an SM: its coordinates, event registry, counters."""
 
-    __slots__ = ("sm", "G", "reg", "ctr", "stores", "drain", "item", "label", "touched")
+    __slots__ = (
+        "sm",
+        "G",
+        "reg",
+        "ctr",
+        "stores",
+        "drain",
+        "item",
+        "label",
+        "touched",
+        "twins",
+        "copies",
+    )
 
     def __init__(self, sm: SM) -> None:
         self.sm = sm
         self.G = ()
+        # a CTA standing for others in lock step on the other SMs (scheduler.py):
+        # their coordinates, and how many it stands for (itself included)
+        self.twins: tuple = ()
+        self.copies = 1
         self.reg: dict = {}
         self.ctr: list = []
         self.stores = 0  # stores in flight
@@ -582,7 +598,7 @@ class Executor:
         table = st.tables[depth]
         a, cnt = table.starts[sigma], table.counts[sigma]
         path = base + (sigma,)
-        if pre is not None:
+        if pre is not None and not cta.twins:
             items, extra = pre[sigma]
             self._issue_items(cta, st, node.loads, path, cnt, node.prefetch, items, extra)
             return
@@ -648,7 +664,7 @@ class Executor:
         """Issue a run of loads as one transfer; one event completes all of them.
         ``outer``: the step is one of a loop that holds a loop (see `_load_items`)."""
         items, extra = self._load_items(group, cta.G, st.L, d, a, cnt, outer)
-        self._issue_items(cta, st, group, path, cnt, ahead, items, extra)
+        self._issue_items(cta, st, group, path, cnt, ahead, items, extra, (d, a, outer))
 
     def _load_items(self, group, G, L, d: int, a: int, cnt: int, outer: bool = False) -> tuple:
         """((key, bytes), ...) of a run of loads at a step, and the bytes of back-to-back
@@ -693,7 +709,9 @@ class Executor:
             items.extend(tiles)
         return items, extra
 
-    def _issue_items(self, cta, st: RoleState, group, path, cnt: int, ahead: int, items, extra):
+    def _issue_items(
+        self, cta, st: RoleState, group, path, cnt: int, ahead: int, items, extra, where=None
+    ):
         """Issue ``items`` of a run of loads as one transfer; one event completes them.
 
         A coalesced step stands for ``cnt * mult`` iterations, each of which waits
@@ -722,6 +740,15 @@ class Executor:
         for k in keys:
             if k not in reg:
                 reg[k] = ev
+        if cta.twins:
+            d, a, outer = where
+            twins = []
+            for G in cta.twins:
+                twins += self._load_items(group, G, st.L, d, a, cnt, outer)[0]
+            cta.touched += self.mem.load_copies(
+                cta.sm, items, twins, cta.copies, extra, ev, cta.ctr, cnt, lead if lead > 1 else 1
+            )
+            return
         cta.touched += self.mem.load(
             cta.sm,
             items,
@@ -755,11 +782,35 @@ class Executor:
 
     def _store(self, cta: Cta, st: RoleState, group, d: int, a: int, cnt: int) -> None:
         """Issue a run of stores as one transfer, once all their deps have happened."""
-        G = cta.G
-        L = st.L
+        items, extra = self._store_items(group, cta.G, st.L, d, a, cnt)
+        pending = []
+        for node in group:
+            for dep in node.deps:
+                ev = self._dep_event(cta, st, dep)
+                if ev is not None and ev.callbacks is not None and self.env.pending(ev):
+                    pending.append(ev)
+        cta.stores += 1
+        if cta.twins:
+            twins = []
+            for G in cta.twins:
+                twins += self._store_items(group, G, st.L, d, a, cnt)[0]
+            store = self.mem.store_copies
+            args = (cta.sm, items, twins, cta.copies, extra, self._store_done, cta, cta.ctr)
+        else:
+            store = self.mem.store
+            args = (cta.sm, items, extra, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
+        if not pending:
+            cta.touched += store(*args)
+            return
+        state = [len(pending), store, args]
+        for ev in pending:
+            ev.callbacks.append(lambda _ev, s=state: self._store_ready(s))
+
+    def _store_items(self, group, G, L, d: int, a: int, cnt: int) -> tuple:
+        """((key, bytes), ...) of a run of stores at a step, and the bytes of repeated
+        writes of the same tiles within it."""
         items: list = []
         extra = 0.0
-        pending = []
         for node in group:
             key = node.key
             if cnt == 1:
@@ -776,24 +827,13 @@ class Executor:
                 extra += nb - nb / cnt
             else:
                 items.extend(self._tiles(node, G, L, d, a, cnt))
-            for dep in node.deps:
-                ev = self._dep_event(cta, st, dep)
-                if ev is not None and ev.callbacks is not None and self.env.pending(ev):
-                    pending.append(ev)
-        cta.stores += 1
-        args = (cta.sm, items, extra, st.mult - 1.0, st.rule, self._store_done, cta, cta.ctr)
-        if not pending:
-            cta.touched += self.mem.store(*args)
-            return
-        state = [len(pending), args]
-        for ev in pending:
-            ev.callbacks.append(lambda _ev, s=state: self._store_ready(s))
+        return items, extra
 
     def _store_ready(self, state) -> None:
         state[0] -= 1
         if state[0] == 0:
-            args = state[1]
-            args[6].touched += self.mem.store(*args)
+            args = state[2]
+            args[6].touched += state[1](*args)
 
     def _store_done(self, cta: Cta, now: float) -> None:
         cta.stores -= 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
 from tilesim.simulator.bench import FIDELITY_GRID
-from tilesim.traces import Workload, build
+from tilesim.traces import Workload, build, build_external
 
 TOLERANCE = 0.02  # DESIGN.md: fast stays within 2% of detailed
 
@@ -220,3 +221,27 @@ def test_known_misses_of_fast_on_the_calibrated_h200_are_still_misses(case):
     fast = simulate(trace, gpu, "fast")
     detailed = simulate(trace, gpu, "detailed")
     assert abs(fast.time_s / detailed.time_s - 1) > TOLERANCE
+
+
+def test_one_sm_stands_for_all_in_a_lock_step_launch():
+    # PyTorch SDPA's math backend (causal): the mask written to L2, then added to every
+    # head's scores (its tiles shared across heads: L2 hits). Both are elementwise
+    # launches of 16k-33k identical CTAs: fast simulates one SM's share (scheduler.py).
+    gpu = load_gpu("h200-cal")
+    trace = build_external("sdpa-math", Workload(1, 2, 2048, 2048, 128, causal=True), gpu)
+    keep = ("mask_where", "add_mask")
+    trace = dataclasses.replace(trace, launches=tuple(x for x in trace.launches if x.name in keep))
+    fast, detailed = simulate(trace, gpu, "fast"), simulate(trace, gpu, "detailed")
+    for f, d in zip(fast.launches, detailed.launches, strict=True):
+        assert f.simulated_ctas * gpu.sm_count < 2 * f.ctas  # about one SM's share
+        assert f.time_s == pytest.approx(d.time_s, rel=TOLERANCE)
+        assert f.hbm_read_bytes == pytest.approx(d.hbm_read_bytes, rel=1e-9)
+        assert f.hbm_write_bytes == pytest.approx(d.hbm_write_bytes, rel=1e-9)
+        assert f.slot_fill == pytest.approx(d.slot_fill, rel=TOLERANCE)
+    assert fast.l2_hit_rate > 0.1
+    assert fast.l2_hit_rate == pytest.approx(detailed.l2_hit_rate, rel=1e-9)
+    assert fast.fp32_ops == pytest.approx(detailed.fp32_ops, rel=1e-12)
+    assert fast.sim_events * 20 < detailed.sim_events
+    # a timeline draws every SM: there each SM runs its own CTAs
+    drawn = simulate(trace, gpu, "fast", timeline=True)
+    assert drawn.launches[0].simulated_ctas > gpu.sm_count * fast.launches[0].simulated_ctas / 2

@@ -207,3 +207,15 @@ def test_an_sms_stores_leave_through_its_port_in_issue_order(rate):
         hbm = 3 * 32768 * mem.write_cost  # three equal transfers sharing the HBM
         assert sorted(acked.values()) == pytest.approx([hbm + l2] * 3)
         assert hbm < 100.0
+
+
+def test_a_transfer_of_copies_shares_the_server_as_that_many_transfers():
+    env = simpy.Environment()
+    server = PSServer(env, "hbm")
+    done = {}
+    server.add(100.0, 0, lambda arg, now: done.__setitem__(arg, now), "three", 3)
+    server.add(100.0, 0, lambda arg, now: done.__setitem__(arg, now), "one")
+    assert server.n == 4
+    env.run()
+    assert done == {"three": pytest.approx(400.0), "one": pytest.approx(400.0)}
+    assert server.n == 0 and server.classes == [0]
