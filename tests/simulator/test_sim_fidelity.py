@@ -22,18 +22,6 @@ def _bwd(*shape, causal=False):
     return Workload(*shape, causal=causal, pass_="bwd")
 
 
-# The dQ pass of v2's backward on an H100, non-causal: K and V come from an L2 the
-# dK/dV pass warmed, and the loop runs at the L2's bandwidth. A macro-step's loads
-# are issued whole at the start of the step before it and must all arrive before
-# its first iteration, so every step longer than the one before stalls at
-# saturation whatever the ramp (the stalls add up to about one steady step); the
-# gentler ramp (steps.RAMP) fixes the loops below saturation, not this one. The
-# fix belongs to the engine (let a macro-step start when its first iteration's
-# tiles are in, or issue its loads at the kernel's rate).
-_SATURATED = pytest.mark.xfail(
-    reason="L2-saturated coalesced loop stalls at each growing step (engine: sm.py)", strict=False
-)
-
 # v2's causal dK/dV pass at d = 64 on an H100: 512 CTAs of a triangular grid (from 1 to
 # 16 K/V blocks' worth of Q blocks), several resident per SM. Coalesced, each CTA's
 # macro-steps lump a run of MMAs and then a run of issue work; CTAs that start
@@ -43,7 +31,7 @@ _SATURATED = pytest.mark.xfail(
 # the dK/dV launch alone was already 8% off and the trace passed because the two
 # launches' errors cancelled. Simulated step by step (no coalescing) it matches.
 _TRIANGLE = pytest.mark.xfail(
-    reason="coalesced CTAs keep their MMA and issue lumps in phase (engine: steps.py)", strict=False
+    reason="coalesced CTAs keep their MMA and issue lumps in phase (engine: steps.py)", strict=True
 )
 
 # v1's backward (the released structure) on grids of one CTA per SM (B1 H4 N1k: 16 CTAs;
@@ -52,13 +40,13 @@ _TRIANGLE = pytest.mark.xfail(
 # port and the L2 see one burst where step by step they pace the chain. On the grid's
 # shapes (B·H >= 16, 2+ waves) the two agree within 2% (validate: report --fidelity).
 _V1_BWD = pytest.mark.xfail(
-    reason="coalesced steps lump v1's MMAs, issue and dQ atomics (engine: steps.py)", strict=False
+    reason="coalesced steps lump v1's MMAs, issue and dQ atomics (engine: steps.py)", strict=True
 )
 
 # The backward's launches (issue 7): v2's dK/dV and dQ passes, v1's released backward,
 # standard's five launches.
 BACKWARD_GRID = (
-    pytest.param(("h100", "v2", _bwd(1, 8, 2048, 2048, 128)), marks=_SATURATED),
+    ("h100", "v2", _bwd(1, 8, 2048, 2048, 128)),
     ("h100", "v2", _bwd(1, 8, 2048, 2048, 128, causal=True)),
     pytest.param(("h100", "v2", _bwd(2, 8, 2048, 2048, 64, causal=True)), marks=_TRIANGLE),
     ("a100", "v2", _bwd(2, 8, 2048, 2048, 64)),
@@ -105,7 +93,7 @@ _V3_DEFAULT = pytest.mark.xfail(
 # walks, 3-10% off detailed. Running those outer loops exactly fixes it but costs the grid
 # minutes per point (engine: steps.py).
 _V1_FEW_HEADS = pytest.mark.xfail(
-    reason="coalesced K/V walk of many-split v1 CTAs (engine: steps.py)", strict=False
+    reason="coalesced K/V walk of many-split v1 CTAs (engine: steps.py)", strict=True
 )
 
 
