@@ -802,7 +802,7 @@ class Executor:
         if not pending:
             cta.touched += store(*args)
             return
-        state = [len(pending), store, args]
+        state = [len(pending), store, args, cta]
         for ev in pending:
             ev.callbacks.append(lambda _ev, s=state: self._store_ready(s))
 
@@ -832,8 +832,8 @@ class Executor:
     def _store_ready(self, state) -> None:
         state[0] -= 1
         if state[0] == 0:
-            args = state[2]
-            args[6].touched += state[1](*args)
+            _, store, args, cta = state
+            cta.touched += store(*args)
 
     def _store_done(self, cta: Cta, now: float) -> None:
         cta.stores -= 1
