@@ -31,6 +31,7 @@ SHAPES = [
     *[("v2", 13, 2, n, 64, False, "fp16", 1) for n in (7397, 7424)],
     *[("v3", 17, 6, n, 128, False, "fp16", 1) for n in (7273, 7296)],
     *[("v3", 2, 16, n, 128, False, "fp16", 1) for n in (8191, 8192)],
+    *[("standard", 39, 38, n, 128, c, "bf16", 1) for n in (478, 480, 512) for c in (True, False)],
 ]
 
 
