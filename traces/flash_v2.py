@@ -99,7 +99,9 @@ def build(workload: Workload, config: KernelConfig, gpu: GPU) -> Trace:
 
 
 def _loops(w: Workload, c: KernelConfig) -> list[tuple[str, str, str, bool, str]]:
-    """(var, trips, block, masked, suffix) of the K/V loops: one, or two when causal.
+    """(var, trips, block, masked, suffix) of the K/V loops, as the kernel runs them: the
+    blocks without a mask, then those with it (causal: the diagonal's; full: a partial
+    last block), each its own software-pipelined loop.
 
     With ``num_splits`` S > 1, split s walks blocks [s·P, min(T_c, (s+1)·P)) of its
     Q block's, P = cdiv(T_c, S) (FlashAttention's n_blocks_per_split).
@@ -113,6 +115,8 @@ def _loops(w: Workload, c: KernelConfig) -> list[tuple[str, str, str, bool, str]
                 ("j", full, "j", False, ""),
                 ("jd", f"{seen} - {full}", f"{full} + jd", True, "d"),
             ]
+        if pack == 1 and w.seqlen_kv % c.block_n:  # kernels/flash_v2.py: split = n_kv // BN
+            return [("j", "T_c - 1", "j", False, ""), ("jd", "1", "T_c - 1 + jd", True, "d")]
         return [("j", "T_c", "j", False, "")]
     t_c = -(-w.seqlen_kv // c.block_n)
     per = -(-t_c // c.num_splits)  # K/V blocks per split

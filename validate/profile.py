@@ -186,10 +186,11 @@ class Collector:
             if isinstance(kernel, Exception):
                 self.failures[variants[i]] = _first_line(kernel)
                 continue
-            self.entries[variants[i]] = self._facts(kernel_name, kernel, config, workload.causal)
+            masked = workload.causal or _masked_loop(launches[i])
+            self.entries[variants[i]] = self._facts(kernel_name, kernel, config, masked)
             self.compiled += 1
 
-    def _facts(self, kernel_name: str, kernel, config: KernelConfig, causal: bool) -> KernelFacts:
+    def _facts(self, kernel_name: str, kernel, config: KernelConfig, masked: bool) -> KernelFacts:
         from . import issue, sass
         from .cross_compile import resource_usage
 
@@ -208,7 +209,7 @@ class Collector:
             digest,
             config.num_warps,
             config.warp_specialize or config.v1_kernel == "released",
-            int(causal),
+            int(masked),
         )
         if key not in self._issue:
             self._issue[key] = issue.kernel_issue(text, *key[1:]) or {}
@@ -222,6 +223,18 @@ class Collector:
             issue_per_cta_cycles=_rounded(r.get("rest", r.get("kernel", ()))),
             sass_loop_instructions=tuple(x["instructions"] for x in loops),
         )
+
+
+def _masked_loop(launch) -> bool:
+    """Whether a CTA of ``launch`` runs a second K/V loop with MMAs beside its first: the
+    masked blocks (causal: the diagonal; v2 at N not a multiple of block_n: the partial
+    last block), whose issue beyond a step the replay charges once per CTA."""
+    from ..traces.ir import Loop, Mma
+
+    def mma_loops(ops):
+        return sum(isinstance(op, Loop) and any(isinstance(x, Mma) for x in op.body) for op in ops)
+
+    return any(mma_loops(role.ops) > 1 for role in launch.program.roles)
 
 
 def _rounded(cycles) -> tuple[float, ...]:

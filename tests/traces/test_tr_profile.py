@@ -223,3 +223,23 @@ def test_an_n_off_the_tiles_takes_the_code_it_compiles_to(h200):
             r.issue_per_step,
             r.issue_per_cta,
         )
+
+
+@pytest.mark.parametrize(
+    "algo, n, causal, masked",
+    [
+        ("v2", 1024, False, False),
+        ("v2", 1000, False, True),  # the partial last block: kernels/flash_v2.py's 2nd loop
+        ("v2", 1040, False, True),
+        ("v2", 1024, True, True),  # the diagonal
+        ("v3", 1000, False, False),  # Gluon/Triton v3 masks inside its one loop
+        ("v1", 1000, False, False),
+    ],
+)
+def test_the_masked_loop_replay_follows_the_trace(algo, n, causal, masked, h200):
+    """The profile charges a second MMA loop's issue once per CTA exactly where the
+    trace (and so the kernel) has one."""
+    from tilesim.validate.profile import _masked_loop
+
+    (launch, *_) = build(algo, Workload(2, 16, n, n, 64, causal), h200, profile=None).launches
+    assert _masked_loop(launch) is masked

@@ -11,7 +11,7 @@ from tilesim.traces.config import named_config
 from tilesim.traces.expand import expand
 from tilesim.traces.ir import Arrive, Load, Loop, Mma, Store, Vector, Wait
 from tilesim.traces.occupancy import occupancy
-from tilesim.traces.tiles import FLASH_FP32_PER_MASKED_SCORE
+from tilesim.traces.tiles import FLASH_FP32_PER_MASKED_SCORE, FLASH_FP32_PER_SCORE
 
 
 def cdiv(a, b):
@@ -263,17 +263,45 @@ def test_v2_causal_trip_counts_and_diagonal_masks(shape, h100):
         seen = [j for j in range(cdiv(n_kv, bn)) if visible(bm, bn, n_q, m, j, shift)]
         assert sorted(blocks) == seen
         # the masked work is paid on the blocks that straddle the diagonal, and only there
-        base = {
-            dict(f.iters)["j"]: f.op.fp32
-            for f in expand(plain, 0, m)
-            if isinstance(f.op, Vector) and f.op.exp
-        }
         rows = min(bm, n_q - bm * m)
+        base = {
+            j: vec.fp32 - (FLASH_FP32_PER_MASKED_SCORE * rows * (n_kv - bn * j) if bounds else 0)
+            for j, vec, bounds in _score_steps(plain, m)
+        }
         vectors = [f.op for f in flat if isinstance(f.op, Vector) and f.op.exp]
         for j, vec in zip(sorted(blocks), vectors, strict=True):
             straddles = bn * (j + 1) - 1 > bm * m + shift
             extra = FLASH_FP32_PER_MASKED_SCORE * rows * min(bn, n_kv - bn * j) if straddles else 0
             assert vec.fp32 == base[j] + extra
+
+
+def _score_steps(trace, m):
+    """(K/V block, softmax Vector, in the masked loop?) of each step of Q block ``m``."""
+    flat = expand(trace, 0, m)
+    blocks = [f.op.tile[1] for f in flat if isinstance(f.op, Load) and f.op.tensor == "K"]
+    vectors = [f for f in flat if isinstance(f.op, Vector) and f.op.exp]
+    return [(j, f.op, "jd" in dict(f.iters)) for j, f in zip(blocks, vectors, strict=True)]
+
+
+@pytest.mark.parametrize("n_kv", [1024, 1000, 1040, 129])
+def test_v2_full_runs_a_partial_last_block_in_its_own_masked_loop(n_kv, h100):
+    """As kernels/flash_v2.py: blocks [0, N // BN) unmasked, then the rest (a partial
+    last block) in a second, masked loop; at N a multiple of BN one loop."""
+    cfg = KernelConfig(128, 128, 8, 3)
+    trace = build("v2", Workload(1, 2, 256, n_kv, 64), h100, cfg)
+    (launch,) = trace.launches
+    for role in launch.program.roles:
+        loops = [op for op in role.ops if isinstance(op, Loop)]
+        assert len(loops) == (1 if n_kv % 128 == 0 else 2)
+    steps = _score_steps(trace, 0)
+    assert [j for j, _, _ in steps] == list(range(cdiv(n_kv, 128)))
+    masked = {j for j, _, in_masked in steps if in_masked}
+    assert masked == (set() if n_kv % 128 == 0 else {n_kv // 128})
+    fp32 = {j: vec.fp32 for j, vec, _ in steps}
+    for j in masked:  # the bounds mask on its n columns, beside the unmasked step's work
+        rows, n = 128, n_kv - 128 * j  # the Q block's rows; the K/V block's columns
+        plain = fp32[0] - rows * (128 - n) * FLASH_FP32_PER_SCORE
+        assert fp32[j] == pytest.approx(plain + FLASH_FP32_PER_MASKED_SCORE * rows * n)
 
 
 # -- v3 ----------------------------------------------------------------------------------
