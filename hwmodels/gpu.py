@@ -70,6 +70,9 @@ class GPU:
     store_bandwidth_B_per_clk_per_sm: float
     # SM cycles from a CTA's end to the next CTA's start on its slot (retire, launch)
     cta_turnaround_cycles: float
+    # SM cycles between two CTA starts anywhere on the GPU: the rate its front end
+    # launches CTAs at, which bounds a grid of many short CTAs. 0: not modelled.
+    cta_dispatch_cycles: float
 
     # -- execution pipes, per SM per clock ------------------------------------
     tensor_fp16_mma_sync_flop_per_clk_per_sm: float  # dense fp16/bf16, mma.sync path

@@ -36,12 +36,14 @@ FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
 SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
 # Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8), or (the
-# CTA turnaround, the tile latency beyond one load's, the SM's store port) "not modelled".
+# CTA turnaround and dispatch, the tile latency beyond one load's, the SM's store port)
+# "not modelled".
 ZERO_ALLOWED = frozenset(
     {
         "tensor_fp16_wgmma_flop_per_clk_per_sm",
         "tensor_fp8_wgmma_flop_per_clk_per_sm",
         "cta_turnaround_cycles",
+        "cta_dispatch_cycles",
         "hbm_tile_extra_cycles",
         "hbm_tile_extra_2KiB_cycles",
         "hbm_tile_extra_8KiB_cycles",
@@ -66,6 +68,7 @@ UNITS: dict[str, str] = {
     "smem_bandwidth_B_per_clk_per_sm": "B/clk/SM",
     "store_bandwidth_B_per_clk_per_sm": "B/clk/SM",
     "cta_turnaround_cycles": "SM cycles",
+    "cta_dispatch_cycles": "SM cycles",
     "tensor_fp16_mma_sync_flop_per_clk_per_sm": "FLOP/clk/SM",
     "tensor_fp16_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
     "tensor_fp8_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
@@ -135,6 +138,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "smem_bandwidth_B_per_clk_per_sm",
             "store_bandwidth_B_per_clk_per_sm",
             "cta_turnaround_cycles",
+            "cta_dispatch_cycles",
         ),
     ),
     (

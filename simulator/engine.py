@@ -202,6 +202,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
     total = [0.0] * N_COUNTERS
     cycles = 0.0
     held = room = 0.0  # slot-cycles held, slot-cycles the launches had
+    paced = 0.0  # slot-cycles the front end's CTA pace added (`LaunchRun.paced`)
     smem_bytes = 0.0
     launches = []
     longest = None
@@ -217,6 +218,8 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         smem_bytes += ctr[C_SMEM] * gpu.smem_bandwidth_B_per_clk_per_sm * run.speed
         held += fill * run.capacity * lc
         room += run.capacity * lc
+        paced += run.paced * run.capacity
+        dispatch = run.paced / lc if lc > 0 else 0.0
         n = run.compiled.num_items
         waves = -(-n // run.slots)
         lp = LaunchPrediction(
@@ -232,7 +235,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
             hbm_write_bytes=ctr[C_HBM_WRITE],
             matmul_flops=ctr[C_FLOPS],
             utilisation=util,
-            bound=bound_of(util, share, fill),
+            bound=bound_of(util, share, fill, dispatch),
             simulated_ctas=run.simulated_items,
             slot_fill=fill,
         )
@@ -242,6 +245,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
     util = _utilisation(total, cycles, gpu, costs)
     share = overhead * len(runs) / cycles if cycles > 0 else 1.0
     fill = held / room if room > 0 else 0.0
+    dispatch = paced / room if room > 0 else 0.0
     time_s = cycles / clock
     loaded = total[C_LOAD]
     return Prediction(
@@ -263,7 +267,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         l2_bytes=loaded + total[C_HBM_WRITE],  # stores pass through the L2 on their way
         smem_bytes=smem_bytes,
         utilisation=util,
-        bound=bound_of(util, share, fill),
+        bound=bound_of(util, share, fill, dispatch),
         slot_fill=fill,
         waves=longest.waves if longest else 0,
         ctas_per_sm=longest.ctas_per_sm if longest else 0,

@@ -45,6 +45,9 @@ BOUNDS = {
     "grid": "no resource is half busy, and the largest part of the idle time is CTA slots "
     "left empty: too few CTAs for the SMs (SMs x CTAs per SM) or a partial last wave; "
     "more, smaller CTAs, a split KV sequence or a persistent grid help",
+    "dispatch": "no resource is half busy, and the largest part of the idle time is CTAs "
+    "waiting for the GPU's front end to start them (one every cta_dispatch_cycles, GPU-wide): "
+    "a grid of many short CTAs; fewer, larger CTAs (more rows each) help",
     "chain": "no resource is half busy, and the largest part of the idle time passes while "
     "the CTA slots hold CTAs: each waits on a chain of dependencies (memory latency, or "
     "instruction issue and SFU/FP32 work run one after another with its tensor work); "
@@ -52,13 +55,16 @@ BOUNDS = {
 }
 
 
-def bound_of(utilisation: dict, launch_share: float, slot_fill: float) -> str:
+def bound_of(
+    utilisation: dict, launch_share: float, slot_fill: float, dispatch_share: float = 0.0
+) -> str:
     """The `BOUNDS` label of a run.
 
     A resource at least `BUSY_BOUND_ABOVE` busy is the bound (the busiest). Below
     that, the busiest resource's idle time splits into launch overhead, CTA slots
-    left empty and time the slots held CTAs that still left it idle; the largest
-    part names the bound (launch, grid, chain).
+    left empty (``dispatch_share`` of the kernels' time of it waiting for the front end
+    to start CTAs, the rest grid), and time the slots held CTAs that still left it
+    idle; the largest part names the bound (launch, dispatch, grid, chain).
     """
     if launch_share >= LAUNCH_BOUND_ABOVE:
         return "launch"
@@ -69,10 +75,11 @@ def bound_of(utilisation: dict, launch_share: float, slot_fill: float) -> str:
     kernel = 1.0 - launch_share
     idle = {
         "launch": launch_share,
-        "grid": kernel * (1.0 - slot_fill),
+        "dispatch": kernel * dispatch_share,
+        "grid": kernel * max(0.0, 1.0 - slot_fill - dispatch_share),
         "chain": kernel * slot_fill - busy,
     }
-    return max(idle, key=idle.__getitem__)  # ties: launch, then grid
+    return max(idle, key=idle.__getitem__)  # ties: launch, then dispatch, then grid
 
 
 def describe_bound(bound: str, slot_fill: float) -> str:

@@ -237,6 +237,7 @@ class LaunchRun:
         self.done = Event(env)  # the driver, a simpy.Process, waits on it
         self.t0 = 0.0
         self.t1 = 0.0
+        self.paced = 0.0  # set by totals()
 
     # -- which items run -----------------------------------------------------------
 
@@ -427,9 +428,27 @@ class LaunchRun:
         room = self.room * cycles
         return min(1.0, held / room) if room > 0 else 0.0
 
+    def dispatch_floor(self) -> float:
+        """The fewest cycles the GPU's front end allows the launch: it starts a CTA every
+        ``cta_dispatch_cycles`` (GPU-wide), so the last of n starts (n - 1) paces after
+        the first and runs a CTA's time (the simulated CTAs' mean). The event loop starts
+        CTAs as their slots free; this floor binds only for grids of many short CTAs
+        (standard's row softmax at small N: ~1 CTA per 1.2 cycles)."""
+        pace = self.gpu.cta_dispatch_cycles / self.speed
+        if pace <= 0 or not self.ends:
+            return 0.0
+        n = len(self.pending) if self.persistent else self.compiled.num_items
+        st = self.starts
+        span = [end - st[item] for item, end in self.ends.items() if item in st]
+        cta = sum(span) / len(span) if span else 0.0
+        return (n - 1) * pace + cta
+
     def totals(self) -> tuple[float, list, float]:
         """(cycles of the launch, counters, cycles stood in for by extrapolation)."""
         cycles = self.t1 - self.t0
+        floor = self.dispatch_floor()
+        # the cycles the front end's pace adds beyond the event loop's (the bound label)
+        self.paced = 0.0
         ctrs = self.ctrs
         m = self.copies
         if m > 1:  # each simulated CTA's counters are its copies' average
@@ -439,7 +458,8 @@ class LaunchRun:
         total = _column_sums([ctrs[item] for item in sorted(ctrs)])
         plan = self.plan
         if plan is None:
-            return cycles, total, 0.0
+            self.paced = max(0.0, floor - cycles)
+            return max(cycles, floor), total, 0.0
         g, head, tail, window, _slots = plan.period, plan.head, plan.tail, plan.window, plan.slots
         if self.persistent:
             # Each persistent CTA would have finished later by its own skipped work
@@ -465,7 +485,8 @@ class LaunchRun:
         periods = (tail - first_full) // g
         for k in range(N_COUNTERS):
             total[k] += per_period[k] * periods / reps
-        return cycles + skipped_cycles, total, skipped_cycles
+        self.paced = max(0.0, floor - cycles - skipped_cycles)
+        return max(cycles + skipped_cycles, floor), total, skipped_cycles
 
     @property
     def simulated_items(self) -> int:

@@ -56,6 +56,9 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
 * ``cta_turnaround_cycles`` = the median gap, in the SM's own cycles, between a CTA's
   last instruction and the first of the CTA that takes its slot (CTAs of 8 warps that
   spin a fixed number of cycles, several waves; see ``microbench.turnaround_gaps``).
+* ``cta_dispatch_cycles`` = SM cycles between two CTA starts anywhere on the GPU: empty
+  grids of 2^19 and 2^20 CTAs back to back, their time difference over the CTAs between,
+  at the run's SM clock (4 warps a CTA; 1 and 8 are listed beside it).
 """
 
 from __future__ import annotations
@@ -344,6 +347,20 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             f"{_how(row)}" + (f" (other CTA sizes: {others})" if others else ""),
         )
 
+    row = m.get("cta_dispatch_4w")
+    if row:
+        others = ", ".join(
+            f"{r['warps']} warps {r['value']:.2f}"
+            for r in rows
+            if r["name"].startswith("cta_dispatch_") and r is not row
+        )
+        put(
+            "cta_dispatch_cycles",
+            _sig(row["value"], 3),
+            f"{_how(row)}" + (f" (other CTA sizes: {others})" if others else ""),
+            row.get("date", ""),
+        )
+
     extra = tile_extra_latency(rows, m.get("hbm_latency"))
     if extra:
         seconds, seen = extra
@@ -498,6 +515,7 @@ STEPS = (
     "vector",
     "launch",
     "turnaround",
+    "dispatch",
     "tile_latency",
     "store_latency",
 )
@@ -630,6 +648,7 @@ def run_calibration(
             ("vector", "vector work vs warps per scheduler", bench.vector_latency),
             ("launch", "launch overhead", bench.launch),
             ("turnaround", "CTA turnaround on an SM slot", bench.turnaround),
+            ("dispatch", "CTA start rate of the GPU", bench.dispatch),
             ("tile_latency", "HBM tile latency, one CTA per SM", bench.tile_latency),
             ("store_latency", "store acknowledgement, one CTA per SM", bench.store_latency),
         )

@@ -225,6 +225,31 @@ class Collector:
         )
 
 
+def rebuild(targets: set[Variant], log=print) -> dict[Variant, KernelFacts]:
+    """Compile ``targets`` again from the profile command's own cases, in its order (so
+    each variant comes from the case that made it), and nothing else."""
+    from ..hwmodels import load_gpu
+    from ..traces import build
+    from ..traces.compiled import variant_of
+
+    gpus = [load_gpu(g) for g in ("h200", "h100")]
+    collector = Collector(log)
+    left = set(targets)
+    for algo, w, c in selectable_cases(gpus) + measured_cases():
+        if not left:
+            break
+        try:
+            launches = build(algo, w, gpus[0], c, profile=None).launches
+        except TilesimError:  # Collector.add skips these too
+            continue
+        if {variant_of(algo, w, c, x.name) for x in launches} & left:
+            collector.add(algo, w, c, gpus[0])
+            left -= set(collector.entries)
+    if left:
+        raise RuntimeError(f"{len(left)} variants not rebuilt: no case compiles them")
+    return {v: collector.entries[v] for v in targets}
+
+
 def _masked_loop(launch) -> bool:
     """Whether a CTA of ``launch`` runs a second K/V loop with MMAs beside its first: the
     masked blocks (causal: the diagonal; v2 at N not a multiple of block_n: the partial

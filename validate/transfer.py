@@ -44,6 +44,7 @@ SM_SIDE = (
     "fp32_ops_per_clk_per_sm",
     "vector_warps_per_scheduler",
     "cta_turnaround_cycles",
+    "cta_dispatch_cycles",
     "store_bandwidth_B_per_clk_per_sm",
     "hbm_tile_extra_cycles",
     "hbm_tile_extra_2KiB_cycles",

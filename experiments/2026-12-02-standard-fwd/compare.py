@@ -44,7 +44,8 @@ def main():
                 f" {launch['hbm_read_bytes'] / 1e6:7.0f} MB  write {wr / 1e6:7.0f} vs"
                 f" {launch['hbm_write_bytes'] / 1e6:7.0f} MB  {launch['bound']}"
             )
-        print(f"  all      time {tot_m * 1e6:8.1f} vs {tot_p * 1e6:8.1f} us ({tot_p / tot_m - 1:+6.1%})")
+        err = tot_p / tot_m - 1
+        print(f"  all      time {tot_m * 1e6:8.1f} vs {tot_p * 1e6:8.1f} us ({err:+6.1%})")
 
 
 CASES = {}

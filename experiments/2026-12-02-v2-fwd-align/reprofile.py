@@ -17,11 +17,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from tilesim.hwmodels import load_gpu
 from tilesim.profiles import load, write
-from tilesim.traces import build
-from tilesim.traces.compiled import variant_of
-from tilesim.validate.profile import Collector, measured_cases, selectable_cases
+from tilesim.validate.profile import rebuild
 
 
 def main(path: str) -> None:
@@ -31,26 +28,11 @@ def main(path: str) -> None:
         for v in profile.entries
         if v.algo == "v2" and v.pass_ == "fwd" and not v.causal and v.seqlen_kv_align < v.block_n
     }
-    gpus = [load_gpu(g) for g in ("h200", "h100")]
-    collector = Collector(log=lambda *a: print(*a, file=sys.stderr))
-    left = set(target)
-    for algo, w, c in selectable_cases(gpus) + measured_cases():
-        if not left:
-            break
-        try:
-            launches = build(algo, w, gpus[0], c, profile=None).launches
-        except Exception:  # the command skips these too (Collector.add)
-            continue
-        variants = {variant_of(algo, w, c, x.name) for x in launches}
-        if variants & left:
-            collector.add(algo, w, c, gpus[0])
-            left -= set(collector.entries)
-    if left:
-        raise SystemExit(f"{len(left)} variants not rebuilt")
+    rebuilt = rebuild(target, log=lambda *a: print(*a, file=sys.stderr))
     entries = dict(profile.entries)
     changed = []
     for v in sorted(target, key=repr):
-        new, old = collector.entries[v], entries[v]
+        new, old = rebuilt[v], entries[v]
         if dataclasses.replace(new, issue_per_cta_cycles=old.issue_per_cta_cycles) != old:
             raise SystemExit(f"{v}: more than the issue per CTA differs: {old} / {new}")
         if new != old:

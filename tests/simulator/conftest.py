@@ -28,6 +28,7 @@ TOY = dict(
     smem_bytes_per_cta_max=200_000,
     smem_bandwidth_B_per_clk_per_sm=100.0,
     cta_turnaround_cycles=0.0,
+    cta_dispatch_cycles=0.0,
     tensor_fp16_mma_sync_flop_per_clk_per_sm=1000.0,
     tensor_fp16_wgmma_flop_per_clk_per_sm=2000.0,
     tensor_fp8_wgmma_flop_per_clk_per_sm=4000.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tilesim import predict
+from tilesim.hwmodels import load_gpu
 from tilesim.simulator import simulate
 from tilesim.simulator.prediction import BOUNDS, RESOURCES, bound_of
 from tilesim.traces.ir import Load, Mma, Vector
@@ -29,7 +30,7 @@ def busy(**fractions) -> dict:
 
 
 def test_every_label_is_defined_once():
-    assert set(RESOURCES) | {"launch", "grid", "chain"} == set(BOUNDS)
+    assert set(RESOURCES) | {"launch", "dispatch", "grid", "chain"} == set(BOUNDS)
     assert all(text and "\n" not in text for text in BOUNDS.values())
 
 
@@ -49,6 +50,25 @@ def test_every_label_is_defined_once():
 )
 def test_bound_of(utilisation, launch_share, slot_fill, bound):
     assert bound_of(utilisation, launch_share, slot_fill) == bound
+
+
+@pytest.mark.parametrize(
+    ("slot_fill", "dispatch_share", "bound"),
+    [
+        (0.45, 0.5, "dispatch"),  # half the time the slots wait for CTAs to be started
+        (0.3, 0.2, "grid"),  # the rest of the empty slots (0.5) outweighs the pace's
+        (0.8, 0.1, "chain"),
+    ],
+)
+def test_empty_slots_split_into_dispatch_and_grid(slot_fill, dispatch_share, bound):
+    assert bound_of(busy(hbm=0.3), 0.0, slot_fill, dispatch_share) == bound
+
+
+def test_a_grid_of_many_short_ctas_is_dispatch_bound(kit):
+    # 400 CTAs of 1 cycle on 2 SMs, started every 30 cycles: the slots sit empty waiting
+    p = simulate(kit.trace(((("x", 400),), [("main", [Vector(fp32=100)])])), kit.gpu(
+        cta_dispatch_cycles=30.0))  # fmt: skip
+    assert p.bound == p.launches[0].bound == "dispatch"
 
 
 # -- the engine's measurements, on hand-built traces ------------------------------------------
@@ -146,7 +166,13 @@ def test_v3_with_a_full_grid_is_tensor_bound():
 def test_v3_on_one_head_is_grid_bound_though_its_sms_are_busy():
     # the README's Gantt shape: 32 CTAs for 132 SMs; the SMs drawn are busy, most are not
     p = predict(gpu="h100", algo="v3", batch=1, heads=1, seqlen=4096, head_dim=128)
-    assert p.slot_fill == pytest.approx(32 / 132, rel=1e-6)
+    # each CTA holds its slot for its own time; the launch lasts that plus the 31 paces
+    # of the front end between the first CTA's start and the last's
+    gpu = load_gpu("h100")
+    stagger = 31 * gpu.cta_dispatch_cycles / gpu.tensor_clock_ratio
+    (launch,) = p.launches
+    cycles = launch.cycles - gpu.s_to_cycles(gpu.launch_overhead_s)  # the CTAs' part
+    assert p.slot_fill == pytest.approx(32 * (cycles - stagger) / (132 * cycles), rel=1e-6)
     assert p.bound == "grid"
 
 

@@ -403,3 +403,18 @@ def test_a_freed_slot_takes_its_next_cta_after_the_turnaround(kit):
     assert cycles(simulate(kit.trace(launch), kit.gpu())) == pytest.approx(200, rel=1e-12)
     slow = simulate(kit.trace(launch), kit.gpu(cta_turnaround_cycles=50.0))
     assert cycles(slow) == pytest.approx(250, rel=1e-12)
+
+
+def test_the_gpu_starts_ctas_no_faster_than_its_dispatch_rate(kit):
+    # 40 CTAs of 1 cycle on 2 SMs: the front end starts one every 30 cycles, so the last
+    # starts at 39 x 30 and ends a cycle later, whatever the SMs could do (20 cycles)
+    short = ((("x", 40),), [("main", [Vector(fp32=100)])])
+    for fidelity in ("fast", "detailed"):
+        paced = simulate(kit.trace(short), kit.gpu(cta_dispatch_cycles=30.0), fidelity)
+        assert cycles(paced) == pytest.approx(39 * 30 + 1, rel=1e-12)
+        assert cycles(simulate(kit.trace(short), kit.gpu(), fidelity)) == pytest.approx(20)
+    # CTAs much longer than the pace: the slots' time (two waves of 100 cycles) stands
+    launch = ((("x", 4),), [("main", [Vector(fp32=10_000)])])
+    assert cycles(simulate(kit.trace(launch), kit.gpu(cta_dispatch_cycles=30.0))) == (
+        pytest.approx(200, rel=1e-12)
+    )

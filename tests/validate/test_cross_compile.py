@@ -38,3 +38,30 @@ def test_cpu_compiled_kernels_equal_the_gpu_compiled_ones():
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.strip().endswith("237 kernels compared, 0 differ")
+
+
+REBUILD = """
+from pathlib import Path
+from tilesim.profiles import load
+from tilesim.validate.profile import rebuild
+profile = load(Path("profiles/sm90a-triton-3.6.json"))
+targets = {v for v in profile.entries if v.algo == "v2" and v.pass_ == "fwd" and v.head_dim == 64
+           and v.dtype == "fp16" and not v.causal and v.seqlen_kv_align < v.block_n}
+assert len(targets) == 4, targets
+rebuilt = rebuild(targets, log=lambda *a: None)
+assert rebuilt == {v: profile.entries[v] for v in targets}, rebuilt
+print("rebuilt", len(rebuilt))
+"""
+
+
+def test_v2_entries_with_a_masked_last_block_rebuild_to_the_profile():
+    """The profile's v2 full forward at N off the tiles (the masked last block's issue
+    once per CTA) is what the profile command's cases compile to now."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, "-c", REBUILD], capture_output=True, text=True, env=env, cwd=root,
+        timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.strip().endswith("rebuilt 4")

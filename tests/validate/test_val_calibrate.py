@@ -370,6 +370,17 @@ def test_cta_turnaround_comes_from_the_8_warp_row():
     assert "32 warps 341" in gpu.sources["cta_turnaround_cycles"]
 
 
+def test_cta_dispatch_comes_from_the_4_warp_row_with_its_own_date():
+    rows = _rows() + [
+        {**measurement("cta_dispatch_1w", 1.21, "cycles", "empty grids", warps=1), "date": "d2"},
+        {**measurement("cta_dispatch_4w", 1.19, "cycles", "empty grids", warps=4), "date": "d2"},
+    ]
+    gpu, fields, _ = calibrate.derive_preset(rows, load_gpu("h200_sxm_141gb"), "d1")
+    assert gpu.cta_dispatch_cycles == 1.19 and "cta_dispatch_cycles" in fields
+    assert gpu.sources["cta_dispatch_cycles"].startswith("micro-benchmark d2: empty grids")
+    assert "1 warps 1.21" in gpu.sources["cta_dispatch_cycles"]
+
+
 def test_from_results_rederives_the_preset_on_the_cpu(tmp_path):
     # `calibrate --from-results` writes the preset derive_preset gives for the file's rows
     import subprocess

@@ -114,10 +114,11 @@ def bound_help() -> str:
     """`BOUNDS` as a --help epilog, for the commands that print ``bound`` (click keeps
     the lines of a paragraph that opens with ``\\b`` as they are)."""
     lines = ["\b", "bound (what limits the run):"]
+    pad = max(map(len, BOUNDS)) + 1
     for label, text in BOUNDS.items():
-        first, *rest = textwrap.wrap(text, width=66)
-        lines.append(f"  {label:<8}{first}")
-        lines += [" " * 10 + line for line in rest]
+        first, *rest = textwrap.wrap(text, width=74 - pad)
+        lines.append(f"  {label:<{pad}}{first}")
+        lines += [" " * (2 + pad) + line for line in rest]
     return "\n".join(lines)
 
 

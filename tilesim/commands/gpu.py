@@ -158,7 +158,7 @@ def calibrate(
         typer.Option(
             "--only",
             help="Comma-separated steps: hbm, l2, latency, loaded_latency, tensor, clock, "
-            "exp2, fp32, vector, launch, turnaround, tile_latency, store_latency "
+            "exp2, fp32, vector, launch, turnaround, dispatch, tile_latency, store_latency "
             "[default: all]; fields of steps not run keep the datasheet value.",
             show_default=False,
         ),
