@@ -151,6 +151,23 @@ def scratch(tmp_path_factory):
     return folder
 
 
+def producers(command: str) -> list[str]:
+    """The README's earlier commands that write a file ``command`` reads (``-o FILE`` /
+    ``--out FILE``): a reader run alone (another test worker ran the writer) runs them
+    first, as the README's reader would have."""
+    written = {}
+    for c in CPU_COMMANDS[: CPU_COMMANDS.index(command)] if command in CPU_COMMANDS else ():
+        for name in re.findall(r"(?:-o|--out)\s+(\S+)", c):
+            written[name] = c
+    return [written[t] for t in command.split()[1:] if t in written]
+
+
+def test_a_reader_of_an_earlier_commands_file_runs_its_writer_first():
+    assert producers("tilesim trace replay v3.trace.json --gpu h200") == [
+        "tilesim trace export --gpu h100 --algo v3 -n 8192 -o v3.trace.json"
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", CASES)
 def test_readme_command_runs_verbatim(command, scratch):
@@ -158,6 +175,8 @@ def test_readme_command_runs_verbatim(command, scratch):
     env = dict(os.environ, PATH=f"{tilesim.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     if shutil.which("tilesim", path=env["PATH"]) is None:
         pytest.skip("the tilesim console script is not installed")
+    for writer in producers(command):
+        subprocess.run(writer, shell=True, cwd=scratch, env=env, check=True, timeout=TIMEOUT_S)
     result = subprocess.run(
         command, shell=True, cwd=scratch, env=env, capture_output=True, text=True,
         timeout=TIMEOUT_S,

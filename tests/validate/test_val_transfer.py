@@ -23,6 +23,7 @@ H200_FILES = (
     "2026-11-30-h200-calibrate-turnaround.json",
     "2026-11-30-h200-calibrate-clock.json",
     "2026-11-30-h200-calibrate-tile.json",
+    "2026-12-02-h200-calibrate-dispatch.json",
 )
 # The H100's own public figures, as its datasheet preset gives them.
 PUBLIC = (
