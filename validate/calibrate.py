@@ -334,32 +334,21 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
                     f"stream B/s / highest; unsaturated points: {shape}) x {clock / 1e6:.0f} MHz",
                 )
 
-    row = m.get("cta_turnaround_8w")  # 8 warps: the flash and GEMM kernels' CTAs
-    if row:
-        others = ", ".join(
-            f"{r['warps']} warps {r['value']:.0f}"
-            for r in rows
-            if r["name"].startswith("cta_turnaround_") and r is not row
-        )
-        put(
-            "cta_turnaround_cycles",
-            _sig(row["value"], 3),
-            f"{_how(row)}" + (f" (other CTA sizes: {others})" if others else ""),
-        )
-
-    row = m.get("cta_dispatch_4w")
-    if row:
-        others = ", ".join(
-            f"{r['warps']} warps {r['value']:.2f}"
-            for r in rows
-            if r["name"].startswith("cta_dispatch_") and r is not row
-        )
-        put(
-            "cta_dispatch_cycles",
-            _sig(row["value"], 3),
-            f"{_how(row)}" + (f" (other CTA sizes: {others})" if others else ""),
-            row.get("date", ""),
-        )
+    # per CTA size: 8 warps (the flash and GEMM kernels' CTAs) for the turnaround, 4 for
+    # the front end's pace (the same at every size); the others listed beside it
+    for field, prefix, warps, digits in (
+        ("cta_turnaround_cycles", "cta_turnaround_", 8, 0),
+        ("cta_dispatch_cycles", "cta_dispatch_", 4, 2),
+    ):
+        row = m.get(f"{prefix}{warps}w")
+        if row:
+            others = ", ".join(
+                f"{r['warps']} warps {r['value']:.{digits}f}"
+                for r in rows
+                if r["name"].startswith(prefix) and r is not row
+            )
+            source = _how(row) + (f" (other CTA sizes: {others})" if others else "")
+            put(field, _sig(row["value"], 3), source, row.get("date", ""))
 
     extra = tile_extra_latency(rows, m.get("hbm_latency"))
     if extra:
