@@ -439,8 +439,7 @@ class LaunchRun:
             return 0.0
         n = len(self.pending) if self.persistent else self.compiled.num_items
         st = self.starts
-        span = [end - st[item] for item, end in self.ends.items() if item in st]
-        cta = sum(span) / len(span) if span else 0.0
+        cta = sum(end - st[item] for item, end in self.ends.items()) / len(self.ends)
         return (n - 1) * pace + cta
 
     def totals(self) -> tuple[float, list, float]:

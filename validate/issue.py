@@ -284,7 +284,8 @@ def table(cases: list[dict], jobs: int = 2) -> list[dict]:
     """One row per kernel with MMAs: its case, its index among the case's kernels,
     and its replayed cycles."""
     # a causal kernel's masked loop runs for the block at the diagonal, once per CTA at
-    # the grid's tiles (square: block_m = block_n); a full one's never
+    # the grid's tiles (square: block_m = block_n); a full one's never at the dump's N,
+    # multiples of the tiles (the profile's rule for any N: validate/profile.py)
     work = [
         (
             k["sass"],

@@ -225,17 +225,25 @@ class Collector:
         )
 
 
+def profile_cases() -> tuple[list, list[tuple[str, Workload, KernelConfig]]]:
+    """(the GPUs, the cases) the profile is compiled from, in its order: every variant
+    the CLI selects on the H200 and the H100, then the measured ones."""
+    from ..hwmodels import load_gpu
+
+    gpus = [load_gpu(g) for g in ("h200", "h100")]
+    return gpus, selectable_cases(gpus) + measured_cases()
+
+
 def rebuild(targets: set[Variant], log=print) -> dict[Variant, KernelFacts]:
     """Compile ``targets`` again from the profile command's own cases, in its order (so
     each variant comes from the case that made it), and nothing else."""
-    from ..hwmodels import load_gpu
     from ..traces import build
     from ..traces.compiled import variant_of
 
-    gpus = [load_gpu(g) for g in ("h200", "h100")]
+    gpus, cases = profile_cases()
     collector = Collector(log)
     left = set(targets)
-    for algo, w, c in selectable_cases(gpus) + measured_cases():
+    for algo, w, c in cases:
         if not left:
             break
         try:
@@ -269,15 +277,13 @@ def _rounded(cycles) -> tuple[float, ...]:
 def build_profile(
     name: str, arch: str = "hopper", log=print, algos: tuple[str, ...] = ALGOS
 ) -> Profile:
-    """Compile every case of ``algos`` (``selectable_cases`` for the H100 and H200, then
-    ``measured_cases``) and return the profile."""
-    from ..hwmodels import load_gpu
+    """Compile every case of ``algos`` (`profile_cases`) and return the profile."""
     from ..profiles import TARGETS
     from .cross_compile import toolchain
 
-    gpus = [load_gpu(g) for g in ("h200", "h100")]
+    gpus, every = profile_cases()
     collector = Collector(log)
-    cases = [case for case in selectable_cases(gpus) + measured_cases() if case[0] in algos]
+    cases = [case for case in every if case[0] in algos]
     for i, (algo, w, c) in enumerate(cases):
         collector.add(algo, w, c, gpus[0])
         if i % 50 == 0:
