@@ -56,6 +56,10 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
 * ``cta_turnaround_cycles`` = the median gap, in the SM's own cycles, between a CTA's
   last instruction and the first of the CTA that takes its slot (CTAs of 8 warps that
   spin a fixed number of cycles, several waves; see ``microbench.turnaround_gaps``).
+* ``wgmma_latency_cycles`` = SM cycles from a wgmma's last pipe cycle to its result:
+  dependent chains of dots at 1 CTA per SM, a step of two (the second's A in registers)
+  less a step of one, less the pipe time, extrapolated to zero A elements (see
+  :func:`wgmma_latency`).
 * ``cta_dispatch_cycles`` = SM cycles between two CTA starts anywhere on the GPU: empty
   grids of 2^19 and 2^20 CTAs back to back, their time difference over the CTAs between,
   at the run's SM clock (4 warps a CTA; 1 and 8 are listed beside it).
@@ -305,6 +309,22 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             f"curve TB/s: {shape})",
         )
 
+    rate = changes.get(
+        "tensor_fp16_wgmma_flop_per_clk_per_sm", base.tensor_fp16_wgmma_flop_per_clk_per_sm
+    )
+    latency = wgmma_latency(rows, rate)
+    if latency:
+        cycles, seen, when = latency
+        put(
+            "wgmma_latency_cycles",
+            _sig(max(0.0, cycles), 3),
+            f"dependent tl.dot chains, 1 CTA of 4 warps per SM: a register-A wgmma's SM "
+            f"cycles (a step of two dots less a step of one, same shape) less its pipe time "
+            f"at {rate:g} FLOP/clk, fitted on the A operand's elements and taken at zero "
+            f"(the conversion of A out); per shape: {seen}",
+            when,
+        )
+
     # -- latencies ------------------------------------------------------------------------------
     for name, field in (
         ("l2_latency", "l2_hit_latency_cycles"),
@@ -498,6 +518,7 @@ STEPS = (
     "latency",
     "loaded_latency",
     "tensor",
+    "mma_latency",
     "clock",
     "exp2",
     "fp32",
@@ -556,6 +577,39 @@ def small_load_extra(rows: Sequence[dict], nbytes: int) -> tuple[float, str, str
         return None
     seen = ", ".join(f"{w} warps {s * 1e9:.0f} ns" for w, s in diffs.items())
     return median(list(diffs.values())), seen, when
+
+
+MMA_CHAIN = "mma_chain_wgmma@"
+MMA_CHAIN2 = "mma_chain2_wgmma@"
+
+
+def wgmma_latency(rows: Sequence[dict], flop_per_clk: float) -> tuple[float, str, str] | None:
+    """(SM cycles, description, date of its rows or "") a wgmma's result comes after its
+    pipe time, from the dependent chains (`microbench.Bench.mma_latency`): per shape, a
+    step of two dots less a step of one is the second dot, whose A operand is the first's
+    result in registers (the store of x to shared memory, its fence and barrier cancel
+    out); less its pipe time (2 m k k / ``flop_per_clk``), what is left is its latency
+    and the conversion of A to fp16, which grows with A's elements: the least-squares
+    line through (elements, cycles) at zero elements."""
+    one, two, when = {}, {}, ""
+    for r in rows:
+        for prefix, into in ((MMA_CHAIN, one), (MMA_CHAIN2, two)):
+            if r["name"].startswith(prefix):
+                into[tuple(r["tile"])] = r["value"]
+                when = r.get("date", when)
+    points = []
+    for (m, n, k), cycles in sorted(two.items()):
+        if (m, n, k) in one and flop_per_clk > 0:
+            points.append((m * k, cycles - one[(m, n, k)] - 2 * m * n * k / flop_per_clk, m, k))
+    if len(points) < 2 or len({e for e, *_ in points}) < 2:
+        return None
+    xs, ys = [e for e, *_ in points], [y for _, y, *_ in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+    seen = ", ".join(f"{m}x{k} {y:.0f}" for _, y, m, k in points)
+    return my - slope * mx, f"{seen}; {slope:.4f} cycles an element", when
 
 
 STORE_CHAIN = "hbm_store_chain_"
@@ -631,6 +685,7 @@ def run_calibration(
             ("latency", "latency (pointer chase)", bench.latency),
             ("loaded_latency", "latency under streaming load", bench.loaded_latency),
             ("tensor", "tensor cores (tl.dot loops)", bench.tensor),
+            ("mma_latency", "tensor-core latency (dependent tl.dot chains)", bench.mma_latency),
             ("clock", "sustained SM clock", bench.sustained_clock),
             ("exp2", "exp2 (SFU)", bench.exp2),
             ("fp32", "FP32 FMA", bench.fp32),

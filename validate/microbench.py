@@ -19,6 +19,7 @@ against torch before it is timed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -109,6 +110,55 @@ def _mma_loop_src(
 # on Hopper) and must not share the first's in-memory cache.
 _mma_loop = triton.jit(_mma_loop_src)
 _mma_loop_sync = triton.jit(_mma_loop_src)
+
+
+def _mma_chain_src(
+    b_ptr,  # [BK, BK] operand, loaded once (the identity: x stays x)
+    x_ptr,  # [BM, BK] start of the chain
+    out_ptr,  # [grid, BM, BK] where each CTA's chain ends
+    stamps_ptr,  # *int64 [grid, 4]: the CTA's clock stamps (`_stamp`)
+    iters,  # dots per CTA, each on the one before it
+    BM: tl.constexpr,
+    BK: tl.constexpr,
+    PAIR: tl.constexpr,  # two dots a step, the second's A the first's result
+):
+    # x <- x @ B: every dot waits for the one before it, so a step is a dot's latency,
+    # not the pipe's throughput. The loop-carried x reaches wgmma through shared memory
+    # (Triton stores it there each step); with PAIR the second dot's A is the first's
+    # result in registers, as P is in flash attention's P @ V
+    pid = tl.program_id(0)
+    rm = tl.arange(0, BM)
+    rk = tl.arange(0, BK)
+    b = tl.load(b_ptr + rk[:, None] * BK + rk[None, :])
+    x = tl.load(x_ptr + rm[:, None] * BK + rk[None, :])
+    _stamp(stamps_ptr, pid, 0)
+    for _ in range(iters):
+        x = tl.dot(x, b).to(tl.float16)
+        if PAIR:
+            x = tl.dot(x, b).to(tl.float16)
+    _stamp(stamps_ptr, pid, 2)
+    tl.store(out_ptr + pid.to(tl.int64) * BM * BK + rm[:, None] * BK + rk[None, :], x)
+
+
+_mma_chain = triton.jit(_mma_chain_src)
+_mma_chain_sync = triton.jit(_mma_chain_src)
+
+
+@contextlib.contextmanager
+def _mma_v3_disabled(on: bool):
+    """Triton's DISABLE_MMA_V3=1 (mma.sync on Hopper) while ``on``, for compiles and the
+    launches that may compile again."""
+    saved = os.environ.get("DISABLE_MMA_V3")
+    if on:
+        os.environ["DISABLE_MMA_V3"] = "1"
+    try:
+        yield
+    finally:
+        if on:
+            if saved is None:
+                os.environ.pop("DISABLE_MMA_V3", None)
+            else:
+                os.environ["DISABLE_MMA_V3"] = saved
 
 
 @triton.jit
@@ -584,36 +634,32 @@ class Bench:
         b = (torch.rand(bk, bn, device="cuda") - 0.5).to(tdtype)
         grid = (self.sm_count * ctas_per_sm,)
         c = torch.empty(grid[0], bm, bn, device="cuda")
-        kernel = _mma_loop
-        saved = os.environ.get("DISABLE_MMA_V3")
         hopper = torch.cuda.get_device_capability(0)[0] >= 9
-        if path == "mma_sync" and hopper:
-            kernel = _mma_loop_sync
-            os.environ["DISABLE_MMA_V3"] = "1"
-        try:
-            stamps = _stamps(grid)
-            compiled = kernel[grid](a, b, c, stamps, 3, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
-        finally:
-            if path == "mma_sync" and hopper:
-                if saved is None:
-                    os.environ.pop("DISABLE_MMA_V3", None)
-                else:
-                    os.environ["DISABLE_MMA_V3"] = saved
-        ptx = compiled.asm.get("ptx", "") if hasattr(compiled, "asm") else ""
-        used = "wgmma" if "wgmma" in ptx else ("mma_sync" if "mma.sync" in ptx else "unknown")
-        if used != path and used != "unknown":
-            raise TilesimError(f"asked for {path} but Triton emitted {used}")
-        want = 3 * (a.float() @ b.float())
-        _check_rel(c[0], want, f"tl.dot loop {dtype} {path}")
-        _check_rel(c[-1], want, f"tl.dot loop {dtype} {path}")
+        sync = path == "mma_sync" and hopper
+        kernel = _mma_loop_sync if sync else _mma_loop
+        stamps = _stamps(grid)
         flop_per_iter = 2 * bm * bn * bk * grid[0]
-        # size the loop for ~20 ms per launch at ~1 PFLOP/s
+        # size the loop for ~20 ms per launch at ~1 PFLOP/s; the check runs 3 dots, and
+        # the timed count is kept off multiples of 16 (Triton specialises on them), so
+        # both launches run one compiled kernel
         iters = max(100, int(2e13 / flop_per_iter))
         if self.quick:
             iters //= 4
-        t, s, clock = self.timed(
-            lambda: kernel[grid](a, b, c, stamps, iters, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
-        )
+        iters += 1 if iters % 16 == 0 else 0
+        with _mma_v3_disabled(sync):
+            compiled = kernel[grid](a, b, c, stamps, 3, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
+            ptx = compiled.asm.get("ptx", "") if hasattr(compiled, "asm") else ""
+            used = "wgmma" if "wgmma" in ptx else ("mma_sync" if "mma.sync" in ptx else "unknown")
+            if used != path and used != "unknown":
+                raise TilesimError(f"asked for {path} but Triton emitted {used}")
+            want = 3 * (a.float() @ b.float())
+            _check_rel(c[0], want, f"tl.dot loop {dtype} {path}")
+            _check_rel(c[-1], want, f"tl.dot loop {dtype} {path}")
+            t, s, clock = self.timed(
+                lambda: kernel[grid](
+                    a, b, c, stamps, iters, BM=bm, BN=bn, BK=bk, num_warps=num_warps
+                )
+            )
         tile = "x".join(map(str, shape))
         return measurement(
             f"tensor_{dtype}_{path}@{tile}",
@@ -626,6 +672,68 @@ class Bench:
             path=path,
             tile=list(shape),
             ptx_path=used,
+            clock_MHz=clock,
+            clock_effective_MHz=effective_clock_MHz(stamps),
+        )
+
+    def mma_latency(self, shapes=((64, 16), (64, 32), (64, 64), (128, 16), (128, 64))) -> None:
+        """SM cycles per step of a dependent chain of dots (each dot's A operand the last
+        one's result), one CTA of 4 warps per SM, one and two dots a step, for wgmma and
+        mma.sync: what a dot costs beyond the pipe's time when nothing else covers it."""
+        hopper = torch.cuda.get_device_capability(0)[0] >= 9
+        paths = ("wgmma", "mma_sync") if hopper else ("mma_sync",)
+        for path in paths:
+            for pair in (False, True):
+                for bm, bk in shapes:
+                    try:
+                        self.add(self._mma_chain(path, bm, bk, pair))
+                    except Exception as exc:  # one failing variant must not end the step
+                        what = f"{path} {bm}x{bk}{' pair' if pair else ''}"
+                        self.log(f"  mma chain {what}: failed ({_first_line(exc)})")
+
+    def _mma_chain(self, path: str, bm: int, bk: int, pair: bool, num_warps: int = 4) -> dict:
+        grid = (self.sm_count,)
+        b = torch.eye(bk, device="cuda", dtype=torch.float16)
+        x = (torch.rand(bm, bk, device="cuda") - 0.5).half()
+        out = torch.empty(grid[0], bm, bk, device="cuda", dtype=torch.float16)
+        stamps = _stamps(grid)
+        hopper = torch.cuda.get_device_capability(0)[0] >= 9
+        sync = path == "mma_sync" and hopper
+        kernel = _mma_chain_sync if sync else _mma_chain
+        # one iteration count throughout: Triton specialises an integer argument on its
+        # divisibility by 16, so another count would compile (and time) another kernel
+        iters = 2000 if self.quick else 8000
+
+        def launch():
+            return kernel[grid](
+                b, x, out, stamps, iters, BM=bm, BK=bk, PAIR=pair, num_warps=num_warps
+            )
+
+        with _mma_v3_disabled(sync):
+            compiled = launch()
+            ptx = compiled.asm.get("ptx", "") if hasattr(compiled, "asm") else ""
+            used = "wgmma" if "wgmma" in ptx else ("mma_sync" if "mma.sync" in ptx else "unknown")
+            if used != path and used != "unknown":
+                raise TilesimError(f"asked for {path} but Triton emitted {used}")
+            if not (torch.equal(out[0], x) and torch.equal(out[-1], x)):
+                raise TilesimError(f"micro-benchmark mma chain {path} {bm}x{bk}: wrong result")
+            t, s, clock = self.timed(launch)
+        st = stamps.cpu().double()
+        per_cta = sorted(((st[:, 2] - st[:, 0]) / iters).tolist())
+        dots = 2 if pair else 1
+        name = f"mma_chain{'2' if pair else ''}_{path}@{bm}x{bk}x{bk}"
+        return measurement(
+            name,
+            per_cta[len(per_cta) // 2],
+            "cycles",
+            f"dependent tl.dot chain {bm}x{bk}x{bk}, {dots} a step ({used} in PTX), "
+            f"1 CTA/SM, {num_warps} warps, {iters} steps, SM cycles a step (median CTA)",
+            s,
+            path=path,
+            tile=[bm, bk, bk],
+            dots=dots,
+            ptx_path=used,
+            iters=iters,
             clock_MHz=clock,
             clock_effective_MHz=effective_clock_MHz(stamps),
         )

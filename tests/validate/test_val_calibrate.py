@@ -381,6 +381,28 @@ def test_cta_dispatch_comes_from_the_4_warp_row_with_its_own_date():
     assert "1 warps 1.21" in gpu.sources["cta_dispatch_cycles"]
 
 
+def _chain(m, k, dots, cycles):
+    name = f"mma_chain{'2' if dots == 2 else ''}_wgmma@{m}x{k}x{k}"
+    return {**measurement(name, cycles, "cycles", "chain", tile=[m, k, k], dots=dots), "date": "d2"}
+
+
+def test_wgmma_latency_is_the_second_dot_less_its_pipe_time_at_zero_elements():
+    # the second dot of a pair: latency 40 + 0.01 cycles per A element + its pipe time
+    # (2 m k k / 4000); the one-dot step's own cost (store, fence, barrier) cancels
+    rows = []
+    for m, k in ((64, 16), (64, 64), (128, 32), (128, 64)):
+        one = 150.0 + 0.03 * m * k
+        rows += [_chain(m, k, 1, one), _chain(m, k, 2, one + 40 + 0.01 * m * k + m * k * k / 2000)]
+    cycles, seen, when = calibrate.wgmma_latency(rows, 4000.0)
+    assert cycles == pytest.approx(40.0, rel=1e-9) and when == "d2"
+    assert "64x16 50" in seen and "0.0100 cycles an element" in seen
+    assert calibrate.wgmma_latency(rows[:2], 4000.0) is None  # one shape: no line
+    base = load_gpu("h200_sxm_141gb")
+    gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d1")
+    assert "wgmma_latency_cycles" in fields and gpu.wgmma_latency_cycles > 0
+    assert gpu.sources["wgmma_latency_cycles"].startswith("micro-benchmark d2: dependent")
+
+
 def test_from_results_rederives_the_preset_on_the_cpu(tmp_path):
     # `calibrate --from-results` writes the preset derive_preset gives for the file's rows
     import subprocess

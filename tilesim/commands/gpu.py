@@ -18,6 +18,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError, shown
+from ..validate.calibrate import STEPS as CALIBRATION_STEPS
 from .common import JsonOpt, check_output, console, int_list, print_json, workers_of
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
@@ -157,8 +158,7 @@ def calibrate(
         str | None,
         typer.Option(
             "--only",
-            help="Comma-separated steps: hbm, l2, latency, loaded_latency, tensor, clock, "
-            "exp2, fp32, vector, launch, turnaround, dispatch, tile_latency, store_latency "
+            help=f"Comma-separated steps: {', '.join(CALIBRATION_STEPS)} "
             "[default: all]; fields of steps not run keep the datasheet value.",
             show_default=False,
         ),
