@@ -78,6 +78,10 @@ class GPU:
     tensor_fp16_mma_sync_flop_per_clk_per_sm: float  # dense fp16/bf16, mma.sync path
     tensor_fp16_wgmma_flop_per_clk_per_sm: float  # dense fp16/bf16, wgmma path (0: absent)
     tensor_fp8_wgmma_flop_per_clk_per_sm: float  # dense fp8, wgmma path (0: absent)
+    # SM cycles from a wgmma's last pipe cycle to its result in registers: what a warp
+    # that waits on it loses when nothing else covers the wait. 0: not modelled (no
+    # datasheet gives it; `tilesim calibrate` measures it). mma.sync: not modelled.
+    wgmma_latency_cycles: float
     sfu_ops_per_clk_per_sm: float  # MUFU ops (exp2, rcp) per clock per SM
     fp32_ops_per_clk_per_sm: float  # FP32 lane ops per clock per SM (an FMA counts 2 FLOPs)
     warp_schedulers_per_sm: int  # SM sub-partitions, each issuing one warp instruction a clock

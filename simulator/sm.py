@@ -1,8 +1,9 @@
 """Streaming multiprocessors: their pipes, and the processes that run CTA roles.
 
 Each SM has three pipes shared by its resident CTAs: the tensor cores (service
-``2mnk / tensor FLOP per clk``), the vector units and shared memory (bytes
-written by loads / ``smem bytes per clk``). A Vector op's SFU work
+``2mnk / tensor FLOP per clk``; a wgmma's result comes ``wgmma_latency_cycles``
+after its pipe time, the pipe free for others meanwhile), the vector units and
+shared memory (bytes written by loads / ``smem bytes per clk``). A Vector op's SFU work
 (``exp / sfu ops per clk``) and FP32 work (``fp32 / fp32 ops per clk``) run back
 to back on the vector timeline, not in parallel: the same warp schedulers issue
 both, and on the H200 the flash softmax step on a register tile ran at the sum
@@ -210,6 +211,8 @@ class Executor:
             dt: gpu.tensor_flop_per_clk_per_sm(dt, path) * speed for dt in ("fp16", "bf16", "fp8")
         }
         self.speed = speed
+        # a wgmma's result comes this long after its pipe time (in cycles of sm_clock_hz)
+        self.mma_latency = gpu.wgmma_latency_cycles / speed if path == "wgmma" else 0.0
         self.op_wait = True  # a role waits for its Vector ops' pipe time (not with set_issue)
         self.sfu_cost = 1.0 / (gpu.sfu_ops_per_clk_per_sm * speed)
         self.fp32_cost = 1.0 / (gpu.fp32_ops_per_clk_per_sm * speed)
@@ -376,6 +379,8 @@ class Executor:
                         ctr[C_TENSOR] += busy
                         if log is not None and busy:
                             log.append((P_TENSOR, start, end, cta.label))
+                        # its result, a latency later: the pipe is free for others meanwhile
+                        end += self.mma_latency * cnt * mult
                     else:
                         exp_sum, fp32_sum, smem_sum = work
                         exp = exp_sum * mult

@@ -40,6 +40,7 @@ SM_SIDE = (
     "tensor_fp16_mma_sync_flop_per_clk_per_sm",
     "tensor_fp16_wgmma_flop_per_clk_per_sm",
     "tensor_fp8_wgmma_flop_per_clk_per_sm",
+    "wgmma_latency_cycles",
     "sfu_ops_per_clk_per_sm",
     "fp32_ops_per_clk_per_sm",
     "vector_warps_per_scheduler",

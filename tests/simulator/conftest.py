@@ -32,6 +32,7 @@ TOY = dict(
     tensor_fp16_mma_sync_flop_per_clk_per_sm=1000.0,
     tensor_fp16_wgmma_flop_per_clk_per_sm=2000.0,
     tensor_fp8_wgmma_flop_per_clk_per_sm=4000.0,
+    wgmma_latency_cycles=0.0,
     sfu_ops_per_clk_per_sm=10.0,
     fp32_ops_per_clk_per_sm=100.0,
     warp_schedulers_per_sm=4,

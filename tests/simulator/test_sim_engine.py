@@ -8,6 +8,7 @@ FP32 100/cycle; one CTA per SM (2 SMs). An Mma(128, 128, 64) is 2,097,152 FLOPs:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -244,6 +245,25 @@ def test_waves_on_one_cta_per_sm(kit, gpu, ctas, waves):
     p = simulate(kit.trace(((("x", ctas),), [("main", [mma()])])), gpu)
     assert cycles(p) == pytest.approx(waves * MMA, rel=1e-12)
     assert p.waves == waves and p.ctas_per_sm == 1
+
+
+@pytest.mark.parametrize("fidelity", ["fast", "detailed"])
+def test_a_wgmma_result_comes_its_latency_after_its_pipe_time(kit, fidelity):
+    # a chain of 200 Mmas, each on the last one's result (fast fidelity coalesces its
+    # steady middle): one CTA per SM waits out the latency 200 times; with 4 CTAs on an
+    # SM (smem 50 KB) the pipe serves the others meanwhile, so only the last one's shows
+    chain = Loop("j", 200, (mma(id="c", deps=("c@-1",)),))
+    gpu = kit.gpu(wgmma_latency_cycles=100.0)
+    alone = simulate(kit.trace((ONE, [("main", [chain])])), gpu, fidelity)
+    assert cycles(alone) == pytest.approx(200 * (MMA + 100), rel=1e-12)
+    shared = simulate(kit.trace(((("x", 8),), [("main", [chain])], 50_000)), gpu, fidelity)
+    assert shared.ctas_per_sm == 4
+    assert cycles(shared) == pytest.approx(800 * MMA + 100, rel=1e-12)
+    # mma.sync: not modelled
+    trace = kit.trace((ONE, [("main", [chain])]))
+    launch = dataclasses.replace(trace.launches[0], mma_path="mma_sync")
+    sync = simulate(dataclasses.replace(trace, launches=(launch,)), gpu, fidelity)
+    assert cycles(sync) == pytest.approx(200 * 2 * MMA, rel=1e-12)  # half wgmma's rate
 
 
 def test_resident_ctas_share_their_sm_pipes(kit, gpu):
