@@ -217,6 +217,14 @@ class GPU:
             name=f"{self.name}@{sm_clock_hz / 1e6:.0f}MHz",
         )
 
+    def at_counted_clock(self, sm_clock_hz: float) -> GPU:
+        """This GPU with every launch's SMs at ``sm_clock_hz``, a clock their own cycle
+        counters measured (``%clock64`` over ``%globaltimer``): ``at_clock`` with
+        ``tensor_clock_ratio`` 1, since the ratio is what nvidia-smi's reading misses."""
+        return self.at_clock(sm_clock_hz).with_overrides(
+            {"tensor_clock_ratio": 1.0}, name=f"{self.name}@{sm_clock_hz / 1e6:.0f}MHz-counted"
+        )
+
     def latency_curve(self, level: str) -> tuple[tuple[float, float], ...]:
         """((busy fraction, latency cycles), ...) of ``level`` "hbm" or "l2", idle first."""
         base = "hbm_latency" if level == "hbm" else "l2_hit_latency"

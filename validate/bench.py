@@ -108,6 +108,7 @@ def run_bench(
     )
     if graph:
         meta["timing"]["time_graph_s"] = GRAPH_TIMING
+        meta["timing"]["clock_counter_MHz"] = timing.COUNTER_CLOCK
     doc = schema.new_results("bench", meta)
     rows = doc["measurements"]
     t_start = time.perf_counter()
@@ -206,9 +207,12 @@ def _one(impl, w, q, k, v, scales, preset, warmup_ms, rep_ms, torch, sampler, gr
             if graph:
                 timing.release()  # the eager run's cached blocks, for the graph's own pool
                 replay = timing.bench_graph_s(run, warmup_ms, rep_ms)
+                counter = timing.counter_clock_hz(run) if replay is not None else None
         extra = {"time_medians_s": medians, "clock_sm_MHz": clock}
         if replay is not None:
             extra["time_graph_s"] = replay
+            if counter:
+                extra["clock_counter_MHz"] = counter / 1e6
         if impl == "tilesim-standard":
             extra["parts"] = _standard_parts(q, k, v, w.causal, config, warmup_ms, rep_ms)
         if impl.startswith("tilesim-"):

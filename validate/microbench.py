@@ -351,6 +351,22 @@ def _spin_cta(stamps_ptr, spin_cycles):
 
 
 @triton.jit
+def _sm_clock_stamp(out_ptr):
+    # one row per CTA: its SM, that SM's cycle counter and the GPU's ns timer; two
+    # launches of it around a kernel give each SM's cycles over the ns between them
+    pid = tl.program_id(0)
+    base = out_ptr + pid.to(tl.int64) * 3
+    tl.store(base, _smid().to(tl.int64))
+    tl.store(base + 1, _clock64())
+    tl.store(base + 2, _globaltimer())
+
+
+def sm_clock_stamp(out) -> None:
+    """Launch `_sm_clock_stamp` with one CTA per row of ``out`` (int64 [rows, 3])."""
+    _sm_clock_stamp[(out.shape[0],)](out, num_warps=1)
+
+
+@triton.jit
 def _smid():
     return tl.inline_asm_elementwise(
         "mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1

@@ -29,6 +29,7 @@ class Job:
     workload: Workload
     config: KernelConfig | None  # None: an external kernel's own
     clock_hz: float | None = None  # SM clock to predict at (the one read while it was timed)
+    counted: bool = False  # clock_hz is the SMs' own cycle counters' (no tensor_clock_ratio)
 
 
 @functools.lru_cache(maxsize=16)
@@ -43,18 +44,18 @@ def predict_point(
     config: KernelConfig,
     fidelity: str = "fast",
     clock_hz: float | None = None,
+    counted: bool = False,
 ) -> dict:
     """{"time_s", "bound", "tflops", "launches": {name: time_s}, ...} of one point, or
     {"error": "..."} if the model cannot run it (a config that does not fit the preset,
     say). ``clock_hz``: predict with the SMs at this clock (`GPU.at_clock`) instead of
-    the preset's."""
+    the preset's; ``counted``: a clock the SMs' cycle counters measured
+    (`GPU.at_counted_clock`)."""
     from ..simulator import simulate
     from ..traces import EXTERNAL, build, build_external
 
     try:
-        gpu = _gpu(preset)
-        if clock_hz:
-            gpu = gpu.at_clock(clock_hz)
+        gpu = _at(_gpu(preset), clock_hz, counted)
         if algo in EXTERNAL:
             trace = build_external(algo, workload, gpu)
         else:
@@ -76,7 +77,15 @@ def predict_point(
 
 
 def _run(job: Job, fidelity: str) -> dict:
-    return predict_point(job.preset, job.algo, job.workload, job.config, fidelity, job.clock_hz)
+    return predict_point(
+        job.preset, job.algo, job.workload, job.config, fidelity, job.clock_hz, job.counted
+    )
+
+
+def _at(gpu, clock_hz: float | None, counted: bool):
+    if not clock_hz:
+        return gpu
+    return gpu.at_counted_clock(clock_hz) if counted else gpu.at_clock(clock_hz)
 
 
 def predict_many(
@@ -118,9 +127,7 @@ def _estimate(job: Job, fidelity: str) -> int:
     from ..traces import build
 
     try:
-        gpu = _gpu(job.preset)
-        if job.clock_hz:
-            gpu = gpu.at_clock(job.clock_hz)
+        gpu = _at(_gpu(job.preset), job.clock_hz, job.counted)
         return work_estimate(build(job.algo, job.workload, gpu, job.config), fidelity)
     except TilesimError:
         return 0

@@ -24,6 +24,7 @@ pass only.
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ class Point:
     error: str | None = None  # why there is no prediction
     stored: dict = field(default_factory=dict)  # predictions kept in the file, by preset
     clock_MHz: float | None = None  # median SM clock read while it was timed
+    # the SMs' own cycle counters over the graph replays (MHz): the clock it really ran at
+    counter_MHz: float | None = None
     # each launch timed on its own (backward points: kernels.api launch names) and predicted
     # (trace launch names)
     parts_measured: dict = field(default_factory=dict)
@@ -69,6 +72,7 @@ class Point:
     # the point's time in each run that measured it (file name -> s); measured_s is their mean
     runs: dict = field(default_factory=dict)
     run_clocks: dict = field(default_factory=dict)  # file name -> SM clock read (MHz)
+    run_counters: dict = field(default_factory=dict)  # file name -> counter clock (MHz)
 
     @property
     def spread(self) -> float | None:
@@ -111,6 +115,8 @@ class Point:
             "set": self.set_name,
             "runs": dict(self.runs),
             "spread_pct": None if self.spread is None else 100 * self.spread,
+            "clock_sm_MHz": self.clock_MHz,
+            "clock_counter_MHz": self.counter_MHz,
         }
 
 
@@ -125,6 +131,22 @@ class Report:
     measured_clock: bool = True  # predicted at the SM clock read while each point was timed
     skipped: list[str] = field(default_factory=list)  # files given that hold no measurement
     timing: str = "eager"  # which measured time: do_bench's ("eager") or a graph replay's
+
+    def counted_summary(self) -> dict | None:
+        """How many points were predicted at their counted SM clock, and that clock
+        over nvidia-smi's reading per algorithm and pass (None: no point counted): the
+        part of each prediction's clock that the preset's tensor_clock_ratio stands for."""
+        counted = [p for p in self.points + self.external if p.counter_MHz and p.clock_MHz]
+        if not self.measured_clock or not counted:
+            return None
+        by = collections.defaultdict(list)
+        for p in counted:
+            by[_algo_pass(p)].append(p.counter_MHz / p.clock_MHz)
+        return {
+            "points": len(counted),
+            "of": len(self.points) + len(self.external),
+            "counter_over_smi": {k: _range(sorted(v)) for k, v in sorted(by.items())},
+        }
 
     def predicted(self, points: Sequence[Point] | None = None) -> list[Point]:
         return [p for p in (self.points if points is None else points) if p.predicted_s]
@@ -169,11 +191,8 @@ class Report:
             "fastest": self.fastest(),
         }
         clocks = sorted(p.clock_MHz for p in self.points if p.clock_MHz)
-        out["clock_sm_MHz"] = (
-            {"median": clocks[len(clocks) // 2], "min": clocks[0], "max": clocks[-1]}
-            if clocks
-            else None
-        )
+        out["clock_sm_MHz"] = _range(clocks)
+        out["clock_counted"] = self.counted_summary()
         worst = pts[out["overall"]["max_abs_index"]]
         out["overall"]["max_abs_point"] = _label(worst)
         ext, ext_sets = {}, {}
@@ -374,11 +393,16 @@ def _merge(points: Sequence[Point]) -> list[Point]:
         if first is not p:
             first.runs.update(p.runs)
             first.run_clocks.update(p.run_clocks)
+            first.run_counters.update(p.run_counters)
             first.parts_measured = _mean_parts(first, p)
     for p in merged.values():
         p.measured_s = sum(p.runs.values()) / len(p.runs)
         clocks = [c for c in p.run_clocks.values() if c]
         p.clock_MHz = sum(clocks) / len(clocks) if clocks else None
+        # counted clocks only where every run counted one: a mean over some runs would
+        # put the others' times at a clock they were not measured at
+        counters = list(p.run_counters.values())
+        p.counter_MHz = sum(counters) / len(counters) if counters and all(counters) else None
     return list(merged.values())
 
 
@@ -414,6 +438,7 @@ def _collect(docs: Sequence[tuple[str, dict]], field_: str) -> tuple[list[Point]
                         set_name=set_name(doc),
                         runs={name: row[field_]},
                         run_clocks={name: row.get("clock_sm_MHz")},
+                        run_counters={name: _counter(row, field_)},
                     )
                 )
             elif (
@@ -435,9 +460,23 @@ def _collect(docs: Sequence[tuple[str, dict]], field_: str) -> tuple[list[Point]
                         set_name=set_name(doc),
                         runs={name: row[field_]},
                         run_clocks={name: row.get("clock_sm_MHz")},
+                        run_counters={name: _counter(row, field_)},
                     )
                 )
     return own, ext
+
+
+def _range(values: Sequence[float]) -> dict | None:
+    """{"median", "min", "max"} of sorted ``values`` (None: none)."""
+    if not values:
+        return None
+    return {"median": values[len(values) // 2], "min": values[0], "max": values[-1]}
+
+
+def _counter(row: dict, field_: str) -> float | None:
+    """The counted clock of a row, for its graph time only: it was counted over the
+    graph replays, and eager do_bench runs in another thermal state."""
+    return row.get("clock_counter_MHz") if field_ == "time_graph_s" else None
 
 
 def build_report(
@@ -516,7 +555,7 @@ def build_report(
                 p.schedule,
                 p.workload,
                 p.config,
-                p.clock_MHz * 1e6 if measured_clock and p.clock_MHz else None,
+                *_clock(p, measured_clock),
             )
             for p in points
         ]
@@ -533,6 +572,37 @@ def build_report(
         measured_clock=measured_clock,
         skipped=skipped,
         timing=timing,
+    )
+
+
+def _clock(p: Point, measured_clock: bool) -> tuple[float | None, bool]:
+    """(SM clock to predict ``p`` at, whether it was counted): the SMs' own counters
+    where they were read, else nvidia-smi's reading (the preset's tensor_clock_ratio
+    applies), else the preset's clock."""
+    if not measured_clock:
+        return None, False
+    if p.counter_MHz:
+        return p.counter_MHz * 1e6, True
+    return (p.clock_MHz * 1e6 if p.clock_MHz else None), False
+
+
+def _clock_basis(summary: dict) -> str:
+    """The clock the points were predicted at, in words (the counted share, and how far
+    the counters ran below nvidia-smi's reading)."""
+    if summary.get("sm_clock") != "measured":
+        return "the preset's SM clock"
+    counted = summary.get("clock_counted")
+    if not counted:
+        return "the SM clock nvidia-smi read while each point was timed"
+    ratios = ", ".join(
+        f"{k} {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})"
+        for k, r in counted["counter_over_smi"].items()
+    )
+    rest = counted["of"] - counted["points"]
+    return (
+        f"the SM clock the SMs' cycle counters ran at ({counted['points']} points"
+        + (f"; nvidia-smi's reading for {rest}" if rest else "")
+        + f"); counters over nvidia-smi: {ratios}"
     )
 
 
@@ -655,14 +725,7 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
             else "do_bench of the launches as Python issues them",
         )
     )
-    rows.append(
-        (
-            "predicted at",
-            "the SM clock read while each point was timed"
-            if summary.get("sm_clock") == "measured"
-            else "the preset's SM clock",
-        )
-    )
+    rows.append(("predicted at", _clock_basis(summary)))
     f = summary["fastest"]
     if f["shapes"]:
         rows.append(

@@ -55,6 +55,7 @@ def run_validate(
                 "time_s": "smallest of the repeated do_bench medians",
                 "time_graph_s": "median of CUDA-graph replays of the point's launches, L2 "
                 "flushed before each: the GPU's time without the host's launch cost",
+                "clock_counter_MHz": timing.COUNTER_CLOCK,
                 "warmup_ms": warmup_ms,
                 "rep_ms": rep_ms,
                 "l2_flushed": True,
@@ -140,13 +141,17 @@ def _remaining(t_start: float, budget: float | None, extra: float) -> float:
 
 def _times(run, warmup_ms, rep_ms, sampler) -> dict:
     """A checked point's timing fields: do_bench's time and medians, the CUDA-graph
-    replay's time (where the launches can be captured), the SM clock read meanwhile."""
+    replay's time (where the launches can be captured), the SM clock nvidia-smi read
+    meanwhile and the one the SMs' cycle counters ran at over the replays."""
     t0 = time.perf_counter()
     t, medians = timing.bench_repeat(run, warmup_ms, rep_ms)
     graph = timing.bench_graph_s(run, warmup_ms, rep_ms)
     out = {"time_s": t, "time_medians_s": medians, "clock_sm_MHz": timing.clock_during(sampler, t0)}
     if graph is not None:
         out["time_graph_s"] = graph
+        counter = timing.counter_clock_hz(run)
+        if counter:
+            out["clock_counter_MHz"] = counter / 1e6
     return out
 
 

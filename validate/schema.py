@@ -214,13 +214,14 @@ def _check_kernel_row(row: dict, path: str, kind: str) -> None:
         t = row.get("time_s")
         if not _positive_number(t):
             raise TilesimError(f"{path}.time_s must be a positive number, got {_show(t)}")
-    for key in ("time_s", "clock_sm_MHz", "flops", "tflops"):
+    for key in ("time_s", "clock_sm_MHz", "clock_counter_MHz", "flops", "tflops"):
         if row.get(key) is not None:
             _check_number(row[key], f"{path}.{key}")
     if row.get("time_s") is not None:
         _check_range(row["time_s"], TIME_RANGE_S, f"{path}.time_s", "s")
-    if row.get("clock_sm_MHz") is not None:
-        _check_range(row["clock_sm_MHz"], CLOCK_RANGE_MHZ, f"{path}.clock_sm_MHz", "MHz")
+    for key in ("clock_sm_MHz", "clock_counter_MHz"):
+        if row.get(key) is not None:
+            _check_range(row[key], CLOCK_RANGE_MHZ, f"{path}.{key}", "MHz")
     if row.get("rel_error") is not None:
         _check_number(row["rel_error"], f"{path}.rel_error", positive=False)
     for key in ("time_medians_s",):

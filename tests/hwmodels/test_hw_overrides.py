@@ -199,3 +199,19 @@ def test_the_tensor_peak_is_at_the_tensor_clock():
     slow = gpu.with_overrides({"tensor_clock_ratio": 0.9})
     assert slow.peak_tensor_flops("fp8") == pytest.approx(0.9 * gpu.peak_tensor_flops("fp8"))
     assert slow.peak_fp32_flops == gpu.peak_fp32_flops
+
+
+def test_a_counted_clock_is_every_launch_s_clock():
+    # a clock the SMs' cycle counters measured already holds what tensor_clock_ratio
+    # stands for: MMA launches run at it too
+    gpu = load_gpu("h200-cal")
+    assert gpu.tensor_clock_ratio < 1
+    counted = gpu.at_counted_clock(1.6e9)
+    assert counted.sm_clock_hz == 1.6e9
+    assert counted.tensor_clock_ratio == 1.0
+    assert counted.name.endswith("@1600MHz-counted")
+    read = gpu.at_clock(1.6e9)
+    assert counted.hbm_latency_cycles == read.hbm_latency_cycles
+    assert counted.peak_tensor_flops() == pytest.approx(
+        read.peak_tensor_flops() / read.tensor_clock_ratio
+    )

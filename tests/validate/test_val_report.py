@@ -434,3 +434,40 @@ def test_graph_timing_compares_with_the_graph_replay_and_leaves_out_points_witho
         report.build_report([path], preset="h200", timing="lazy")
     with pytest.raises(TilesimError, match="with a CUDA-graph time"):
         report.build_report([files["validate"]], preset="h200", timing="graph")
+
+
+def test_a_counted_clock_is_predicted_at_where_every_run_counted_one(files, tmp_path):
+    doc = schema.load_results(files["validate"])
+    ok = [r for r in doc["measurements"] if r["status"] == "ok"]
+    for r in ok:
+        r["time_graph_s"] = r["time_s"]
+    for r in ok[:2]:
+        r["clock_counter_MHz"] = 0.8 * r["clock_sm_MHz"]
+    one = schema.save_results(doc, tmp_path / "2026-11-30-h200-one.json")
+    graph = report.build_report([one], preset="h200", timing="graph")
+    counted = [p for p in graph.points if p.counter_MHz]
+    assert len(counted) == 2
+    for p in counted:
+        direct = predict_point(
+            "h200", p.algo, p.workload, p.config, clock_hz=p.counter_MHz * 1e6, counted=True
+        )
+        assert p.predicted_s == direct["time_s"]
+        read = predict_point("h200", p.algo, p.workload, p.config, clock_hz=p.clock_MHz * 1e6)
+        assert p.predicted_s != read["time_s"]
+    s = graph.summary()
+    assert s["clock_counted"]["points"] == 2
+    assert s["clock_counted"]["of"] == len(graph.points)
+    for r in s["clock_counted"]["counter_over_smi"].values():
+        assert r["median"] == pytest.approx(0.8)
+    basis = dict(report.summary_rows(s))["predicted at"]
+    assert "cycle counters ran at (2 points; nvidia-smi's reading for" in basis
+    # eager times were not taken at the counted clock: they keep nvidia-smi's reading
+    eager = report.build_report([one], preset="h200")
+    assert not any(p.counter_MHz for p in eager.points)
+    assert eager.summary()["clock_counted"] is None
+    # a second run of the same points without counters: their mean has no counted clock
+    for r in ok:
+        r.pop("clock_counter_MHz", None)
+    two = schema.save_results(doc, tmp_path / "2026-11-30-h200-two.json")
+    both = report.build_report([one, two], preset="h200", timing="graph")
+    assert not any(p.counter_MHz for p in both.points)
