@@ -366,6 +366,16 @@ def sm_clock_stamp(out) -> None:
     _sm_clock_stamp[(out.shape[0],)](out, num_warps=1)
 
 
+def _emitted_path(compiled, path: str) -> str:
+    """The matrix instructions Triton emitted for ``compiled`` ("wgmma", "mma_sync" or
+    "unknown" where its PTX is not at hand); raises if they are not ``path``'s."""
+    ptx = compiled.asm.get("ptx", "") if hasattr(compiled, "asm") else ""
+    used = "wgmma" if "wgmma" in ptx else ("mma_sync" if "mma.sync" in ptx else "unknown")
+    if used != path and used != "unknown":
+        raise TilesimError(f"asked for {path} but Triton emitted {used}")
+    return used
+
+
 @triton.jit
 def _smid():
     return tl.inline_asm_elementwise(
@@ -664,10 +674,7 @@ class Bench:
         iters += 1 if iters % 16 == 0 else 0
         with _mma_v3_disabled(sync):
             compiled = kernel[grid](a, b, c, stamps, 3, BM=bm, BN=bn, BK=bk, num_warps=num_warps)
-            ptx = compiled.asm.get("ptx", "") if hasattr(compiled, "asm") else ""
-            used = "wgmma" if "wgmma" in ptx else ("mma_sync" if "mma.sync" in ptx else "unknown")
-            if used != path and used != "unknown":
-                raise TilesimError(f"asked for {path} but Triton emitted {used}")
+            used = _emitted_path(compiled, path)
             want = 3 * (a.float() @ b.float())
             _check_rel(c[0], want, f"tl.dot loop {dtype} {path}")
             _check_rel(c[-1], want, f"tl.dot loop {dtype} {path}")
@@ -727,10 +734,7 @@ class Bench:
 
         with _mma_v3_disabled(sync):
             compiled = launch()
-            ptx = compiled.asm.get("ptx", "") if hasattr(compiled, "asm") else ""
-            used = "wgmma" if "wgmma" in ptx else ("mma_sync" if "mma.sync" in ptx else "unknown")
-            if used != path and used != "unknown":
-                raise TilesimError(f"asked for {path} but Triton emitted {used}")
+            used = _emitted_path(compiled, path)
             if not (torch.equal(out[0], x) and torch.equal(out[-1], x)):
                 raise TilesimError(f"micro-benchmark mma chain {path} {bm}x{bk}: wrong result")
             t, s, clock = self.timed(launch)
