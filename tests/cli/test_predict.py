@@ -42,6 +42,19 @@ def test_predict_table(app):
         assert text in out
 
 
+def test_predict_table_names_its_clock(app):
+    # the time holds at the clock the preset assumes: the table says which, MMA launches
+    # at the tensor-core clock, and the what-if clock replaces it
+    out = invoke(app, "predict", "--gpu", "h200-cal", "--algo", "v2", *SMALL).stdout
+    assert "1.68 GHz SM, 1.52 GHz in launches with MMAs (x 0.907)" in out
+    out = invoke(
+        app, "predict", "--gpu", "h200-cal", "--set", "sm_clock_hz=1.98e9", "--algo", "v2", *SMALL
+    ).stdout
+    assert "1.98 GHz SM, 1.80 GHz in launches with MMAs" in out
+    out = invoke(app, "predict", "--gpu", "a100", "--algo", "v2", *SMALL).stdout
+    assert "1.41 GHz SM" in out
+
+
 def test_predict_json_is_the_api_prediction(app):
     doc = json.loads(
         invoke(app, "predict", "--algo", "standard", "--causal", *SMALL, "--json").stdout

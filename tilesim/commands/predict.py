@@ -296,6 +296,16 @@ def _window(text: str | None) -> tuple[float, float] | None:
     return None if span is None else (span[0] * 1e-6, span[1] * 1e-6)
 
 
+def _clock(hw: GPU) -> str:
+    """The SM clock a prediction assumed, in words: a kernel's own clock moves with its
+    power draw (docs/model.md), so the time holds at this clock only."""
+    text = f"{hw.sm_clock_hz / 1e9:.2f} GHz SM"
+    if hw.tensor_clock_ratio != 1:
+        mma = hw.sm_clock_hz * hw.tensor_clock_ratio
+        text += f", {mma / 1e9:.2f} GHz in launches with MMAs (x {hw.tensor_clock_ratio:g})"
+    return text + "; --set sm_clock_hz=... predicts at another"
+
+
 def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
     w = p.workload
     shape = (
@@ -320,6 +330,7 @@ def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
     if schedule:
         table.add_row("schedule", schedule)
     table.add_row("time", f"{fmt_time(p.time_s)}  ({p.cycles:,.0f} SM cycles)")
+    table.add_row("clock", _clock(hw))
     table.add_row("throughput", f"{p.tflops:.1f} TFLOPS (matmul FLOPs {p.matmul_flops:.3g})")
     rw = f"{fmt_bytes(p.hbm_read_bytes)} / {fmt_bytes(p.hbm_write_bytes)}"
     table.add_row("HBM read / write", f"{rw}  (compulsory {fmt_bytes(p.compulsory_hbm_bytes)})")
