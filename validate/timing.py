@@ -303,7 +303,8 @@ def counter_clock_hz(fn: Callable[[], object], replays: int = COUNTER_REPLAYS) -
     """The SM clock ``fn``'s launches really ran at, in Hz; None if they cannot be captured.
 
     nvidia-smi's ``clocks.sm`` reads what the driver asked for: under tensor-core load
-    the SMs' own cycle counters run 8-12% slower than it says. So ``fn`` is captured
+    the SMs' own cycle counters ran 6-25% slower than it said on the H200, the heaviest
+    tensor loads slowest (docs/model.md). So ``fn`` is captured
     as a CUDA graph between two launches of a stamp kernel (two CTAs per SM, each
     writing its SM id, ``%clock64`` and ``%globaltimer``), replayed as the timing
     replays it (L2 flushed before each); each SM's cycles over the ns between its two
