@@ -69,6 +69,14 @@ def test_same_input_same_bytes(tmp_path):
         (lambda d: d["measurements"][0]["workload"].update(heads_=3), "unknown field 'heads_'"),
         (lambda d: d["measurements"][0]["config"].update(block_m=100), "measurements[0].config"),
         (lambda d: d["measurements"][0].update(time_s=-1), "measurements[0].time_s"),
+        (
+            lambda d: d["measurements"][0].update(clock_counter_MHz=0.5),
+            "measurements[0].clock_counter_MHz",
+        ),
+        (
+            lambda d: d["measurements"][0].update(clock_counter_MHz="fast"),
+            "measurements[0].clock_counter_MHz",
+        ),
         (lambda d: d["measurements"][0].pop("workload"), "measurements[0].workload"),
         (lambda d: d["measurements"][1].pop("config"), "measurements[1].config is missing"),
     ],
