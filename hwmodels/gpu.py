@@ -74,6 +74,21 @@ class GPU:
     # launches CTAs at, which bounds a grid of many short CTAs. 0: not modelled.
     cta_dispatch_cycles: float
 
+    # -- the clock under load (simulator/clock.py) ------------------------------
+    # The SMs' own cycle counters fall below the reported clock as a launch with MMAs
+    # works harder. 0: not modelled (every launch at sm_clock_hz, x tensor_clock_ratio
+    # with MMAs). Else a launch without MMAs runs at clock_max_hz, and one with MMAs at
+    # the f where f x (per_GHz + the per-clock work terms) + the HBM term uses the whole
+    # budget (1), at most tensor_clock_ratio x clock_max_hz.
+    clock_max_hz: float
+    clock_power_per_GHz: float  # budget share per GHz of a launch with MMAs, idle pipes
+    clock_power_fp16_per_PFLOPs: float  # ... per PFLOP/s of fp16 tensor work
+    clock_power_bf16_per_PFLOPs: float
+    clock_power_fp8_per_PFLOPs: float
+    clock_power_l2_per_10TBps: float  # ... per 10 TB/s served by the L2
+    clock_power_hbm_per_10TBps: float  # ... per 10 TB/s to and from HBM
+    clock_power_fp32_per_10Tops: float  # ... per 10^13 FP32 lane ops/s
+
     # -- execution pipes, per SM per clock ------------------------------------
     tensor_fp16_mma_sync_flop_per_clk_per_sm: float  # dense fp16/bf16, mma.sync path
     tensor_fp16_wgmma_flop_per_clk_per_sm: float  # dense fp16/bf16, wgmma path (0: absent)
@@ -198,10 +213,26 @@ class GPU:
         """
         from .overrides import apply_overrides  # overrides imports this module
 
-        return apply_overrides(self, mapping, sources=sources, name=name)
+        out = apply_overrides(self, mapping, sources=sources, name=name)
+        if out.clock_max_hz > 0 and not any(k.startswith("clock_") for k in mapping):
+            out = out._clock_model_at(out.sm_clock_hz / self.sm_clock_hz)
+        return out
+
+    def _clock_model_at(self, k: float) -> GPU:
+        """A what-if clock k x sm_clock_hz scales the clock model with it: the same chip
+        with k x the clocks and the power budget to run them (simulator/clock.py)."""
+        if k == 1:
+            return self
+        shares = {
+            f.name: getattr(self, f.name) / k
+            for f in dataclasses.fields(self)
+            if f.name.startswith("clock_power_") and f.name != "clock_power_hbm_per_10TBps"
+        }
+        return dataclasses.replace(self, clock_max_hz=self.clock_max_hz * k, **shares)
 
     def at_clock(self, sm_clock_hz: float) -> GPU:
-        """This GPU running its SMs at ``sm_clock_hz`` (a boost or a power-capped clock).
+        """This GPU running its SMs at ``sm_clock_hz`` (a boost or a power-capped clock),
+        with no clock model (simulator/clock.py).
 
         Per-clock rates (and ``tensor_clock_ratio``) stay as they are; latencies keep their
         time in ns (DRAM and the L2 do not speed up with the SM clock), so their cycle
@@ -212,6 +243,7 @@ class GPU:
         return self.with_overrides(
             {
                 "sm_clock_hz": sm_clock_hz,
+                "clock_max_hz": 0.0,  # a clock given: no clock model
                 **{f: getattr(self, f) * ratio for f in LATENCY_FIELDS},
             },
             name=f"{self.name}@{sm_clock_hz / 1e6:.0f}MHz",

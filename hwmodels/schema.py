@@ -35,6 +35,18 @@ FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
 # What a what-if override may change: numbers and feature flags, not identity.
 SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
+# The power model of the clock under load (GPU.clock_max_hz and the budget shares).
+CLOCK_FIELDS = (
+    "clock_max_hz",
+    "clock_power_per_GHz",
+    "clock_power_fp16_per_PFLOPs",
+    "clock_power_bf16_per_PFLOPs",
+    "clock_power_fp8_per_PFLOPs",
+    "clock_power_l2_per_10TBps",
+    "clock_power_hbm_per_10TBps",
+    "clock_power_fp32_per_10Tops",
+)
+
 # Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8), or (the
 # CTA turnaround and dispatch, the tile latency beyond one load's, the SM's store port)
 # "not modelled".
@@ -49,6 +61,7 @@ ZERO_ALLOWED = frozenset(
         "hbm_tile_extra_2KiB_cycles",
         "hbm_tile_extra_8KiB_cycles",
         "store_bandwidth_B_per_clk_per_sm",
+        *CLOCK_FIELDS,
     }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
@@ -70,6 +83,14 @@ UNITS: dict[str, str] = {
     "store_bandwidth_B_per_clk_per_sm": "B/clk/SM",
     "cta_turnaround_cycles": "SM cycles",
     "cta_dispatch_cycles": "SM cycles",
+    "clock_max_hz": "Hz",
+    "clock_power_per_GHz": "/GHz",
+    "clock_power_fp16_per_PFLOPs": "/PFLOP/s",
+    "clock_power_bf16_per_PFLOPs": "/PFLOP/s",
+    "clock_power_fp8_per_PFLOPs": "/PFLOP/s",
+    "clock_power_l2_per_10TBps": "/10TB/s",
+    "clock_power_hbm_per_10TBps": "/10TB/s",
+    "clock_power_fp32_per_10Tops": "/10Tops/s",
     "tensor_fp16_mma_sync_flop_per_clk_per_sm": "FLOP/clk/SM",
     "tensor_fp16_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
     "tensor_fp8_wgmma_flop_per_clk_per_sm": "FLOP/clk/SM",
@@ -121,6 +142,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "lanes/clk/SM": (1e-3, 1e7),
     "SM cycles": (1e-3, 1e7),
     "s": (1e-12, 1.0),
+    "/GHz": (1e-6, 100.0),
+    "/PFLOP/s": (1e-6, 100.0),
+    "/10TB/s": (1e-6, 100.0),
+    "/10Tops/s": (1e-6, 100.0),
 }
 
 # How a preset file is laid out: one banner per group, in this order.
@@ -143,6 +168,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cta_dispatch_cycles",
         ),
     ),
+    ("the clock under load", CLOCK_FIELDS),
     (
         "execution pipes, per SM per clock",
         (

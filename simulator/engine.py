@@ -18,6 +18,7 @@ from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from ..traces.files import validate
 from ..traces.ir import Trace
+from . import clock
 from .environment import Environment, gc_paused
 from .memory import (
     C_EXP,
@@ -37,7 +38,7 @@ from .memory import (
 )
 from .prediction import RESOURCES, LaunchPrediction, Prediction, bound_of
 from .program import compile_launch, single_load_tensors
-from .scheduler import LaunchRun
+from .scheduler import LaunchRun, mma_dtype
 from .sm import SM
 from .steps import StepTables
 from .timeline import DEFAULT_BIN_S, DEFAULT_MAX_SMS, Timeline
@@ -71,30 +72,49 @@ def _simulate(
     steps = StepTables(fidelity)  # checks the fidelity name
     analytic = validate(trace, gpu)
     _check_duration(trace, gpu, analytic)
-    env = Environment()
-    tl = (
-        Timeline(gpu.sm_clock_hz, timeline_sms, timeline_window_s, timeline_bin_s)
-        if timeline
-        else None
-    )
-    memory = Memory(env, gpu, tl.recorder if tl else None)
-    sms = [SM(i, tl.log_for(i) if tl else None) for i in range(gpu.sm_count)]
-    tensor_index = {t.name: i for i, t in enumerate(trace.tensors)}
-    runs: list[LaunchRun] = []
+    compiled = _compile(trace)  # every launch planned before any simulation: errors first
+    tl_args = (timeline_sms, timeline_window_s, timeline_bin_s) if timeline else None
+    runs, events, tl = _run(trace, gpu, compiled, steps, fidelity, tl_args, None)
+    speeds = _modelled_speeds(gpu, runs)
+    if speeds is not None:  # the clock model slowed a launch: all again, each at its clock
+        _release(runs, compiled)
+        compiled = _compile(trace)
+        steps = StepTables(fidelity)
+        runs, more, tl = _run(trace, gpu, compiled, steps, fidelity, tl_args, speeds)
+        events += more
     overhead = gpu.s_to_cycles(gpu.launch_overhead_s)
+    pred = _prediction(
+        trace, gpu, fidelity, runs, overhead, analytic, events, time.perf_counter() - wall, tl
+    )
+    _release(runs, compiled)
+    return pred
 
-    # Compile and plan every launch before any simulation: errors come first.
+
+def _compile(trace: Trace) -> list:
+    tensor_index = {t.name: i for i, t in enumerate(trace.tensors)}
     single = single_load_tensors(trace.launches)
-    compiled = [
+    return [
         compile_launch(launch, trace.params, tensor_index, f"launches[{i}]", single)
         for i, launch in enumerate(trace.launches)
     ]
 
+
+def _run(trace, gpu, compiled, steps, fidelity, tl_args, speeds):
+    """One SimPy run of every launch (``speeds``: each one's SM clock over
+    ``sm_clock_hz``, None for their ceilings): (runs, events, timeline or None)."""
+    env = Environment()
+    tl = Timeline(gpu.sm_clock_hz, *tl_args) if tl_args is not None else None
+    memory = Memory(env, gpu, tl.recorder if tl else None)
+    sms = [SM(i, tl.log_for(i) if tl else None) for i in range(gpu.sm_count)]
+    runs: list[LaunchRun] = []
+    overhead = gpu.s_to_cycles(gpu.launch_overhead_s)
+
     def driver():
-        for c in compiled:
+        for i, c in enumerate(compiled):
             if overhead > 0:
                 yield Timeout(env, overhead)
-            run = LaunchRun(env, gpu, memory, sms, c, steps, fidelity)
+            speed = speeds[i] if speeds is not None else None
+            run = LaunchRun(env, gpu, memory, sms, c, steps, fidelity, speed)
             runs.append(run)
             run.start()
             yield run.done
@@ -108,12 +128,31 @@ def _simulate(
     if tl is not None:
         tl.finish(env.end)
         tl.sampled = _sampling(runs, steps)
-    events = next(env._eid)
-    pred = _prediction(
-        trace, gpu, fidelity, runs, overhead, analytic, events, time.perf_counter() - wall, tl
-    )
-    _release(runs, compiled)
-    return pred
+    return runs, next(env._eid), tl
+
+
+def _modelled_speeds(gpu: GPU, runs) -> list[float] | None:
+    """Each launch's speed at the clock its work gives it (`clock.launch_clock_hz`), from
+    a run at the ceilings; None when no launch is slowed (or the preset has no model)."""
+    if not clock.modelled(gpu):
+        return None
+    speeds, slowed = [], False
+    for run in runs:
+        lc, ctr, _ = run.totals()
+        at_hz = run.speed * gpu.sm_clock_hz
+        hz = clock.launch_clock_hz(
+            gpu,
+            mma_dtype(run.launch),
+            lc / gpu.sm_clock_hz,
+            ctr[C_FLOPS],
+            ctr[C_L2_XFER],
+            ctr[C_HBM_READ] + ctr[C_HBM_WRITE],
+            ctr[C_FP32],
+            at_hz,
+        )
+        slowed = slowed or hz < at_hz * (1 - 1e-9)
+        speeds.append(hz / gpu.sm_clock_hz)
+    return speeds if slowed else None
 
 
 def _release(runs, compiled) -> None:
@@ -141,8 +180,9 @@ def _check_duration(trace: Trace, gpu: GPU, analytic) -> None:
         gpu.tensor_fp8_wgmma_flop_per_clk_per_sm,
     )
     hbm_per_clk = gpu.hbm_bandwidth_Bps / gpu.sm_clock_hz
+    top = clock.ceiling_hz(gpu, True) / gpu.sm_clock_hz  # the fastest MMA launch's speed
     floors = {
-        "tensor cores": analytic.matmul_flops / (tensor * gpu.tensor_clock_ratio * sms),
+        "tensor cores": analytic.matmul_flops / (tensor * top * sms),
         "SFU": analytic.exp_count / (gpu.sfu_ops_per_clk_per_sm * sms),
         "HBM": analytic.compulsory_hbm_bytes / hbm_per_clk,
         "issue": max((max(x.issue_per_cta, default=0) for x in trace.launches), default=0),
@@ -238,6 +278,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
             bound=bound_of(util, share, fill, dispatch),
             simulated_ctas=run.simulated_items,
             slot_fill=fill,
+            clock_hz=run.speed * clock,
         )
         launches.append(lp)
         if longest is None or lp.cycles > longest.cycles:

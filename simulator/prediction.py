@@ -24,7 +24,9 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 2  # 2: slot_fill, l2_bytes, smem_bytes; latency split into launch, grid, chain
+# 2: slot_fill, l2_bytes, smem_bytes; latency split into launch, grid, chain
+# 3: each launch's clock_hz (the SM clock it ran at: simulator/clock.py)
+SCHEMA_VERSION = 3
 RESOURCES = ("hbm", "l2", "tensor", "sfu", "fp32", "smem")
 BUSY_BOUND_ABOVE = 0.5  # a resource busy this share of the time or more bounds the run
 LAUNCH_BOUND_ABOVE = 0.5  # launch overhead above this share of the time: launch-bound
@@ -106,6 +108,7 @@ class LaunchPrediction:
     bound: str
     simulated_ctas: int  # work items the engine ran (fewer than ctas when waves were sampled)
     slot_fill: float  # CTA slots (SMs x ctas_per_sm) holding a CTA, averaged over the launch
+    clock_hz: float  # the SM clock it ran at (simulator/clock.py)
 
     def bound_text(self) -> str:
         """`bound` for a sentence (`describe_bound`)."""

@@ -60,6 +60,7 @@ from simpy.events import Event
 from ..errors import TilesimError
 from ..traces.ir import Loop, Mma
 from ..traces.occupancy import occupancy
+from .clock import ceiling_hz
 from .environment import Proc, Ready, Signal
 from .memory import N_COUNTERS
 from .sm import SM, Cta, Executor
@@ -166,29 +167,47 @@ def _nested(nodes) -> bool:
 
 
 def sm_speed(launch, gpu) -> float:
-    """The SM clock ``launch`` runs at, over ``gpu.sm_clock_hz``: ``tensor_clock_ratio``
-    for a launch with matrix work, else 1. The engine counts time in cycles of
-    ``sm_clock_hz``, so a slower launch gets that much less of each SM pipe per cycle;
-    memory latencies and bandwidths, fixed in ns and bytes/s, do not change."""
-    if any(_has_mma(role.ops) for role in launch.program.roles):
-        return gpu.tensor_clock_ratio
-    return 1.0
+    """The SM clock ``launch`` starts at, over ``gpu.sm_clock_hz``: its ceiling
+    (`clock.ceiling_hz`: ``tensor_clock_ratio`` of the top clock with matrix work). The
+    engine counts time in cycles of ``sm_clock_hz``, so a slower launch gets that much
+    less of each SM pipe per cycle; memory latencies and bandwidths, fixed in ns and
+    bytes/s, do not change."""
+    return ceiling_hz(gpu, mma_dtype(launch) is not None) / gpu.sm_clock_hz
 
 
-def _has_mma(ops) -> bool:
-    return any(isinstance(op, Mma) or (isinstance(op, Loop) and _has_mma(op.body)) for op in ops)
+def mma_dtype(launch) -> str | None:
+    """The input type of ``launch``'s first matrix product; None if it has none."""
+    for role in launch.program.roles:
+        dtype = _mma_dtype(role.ops)
+        if dtype is not None:
+            return dtype
+    return None
+
+
+def _mma_dtype(ops) -> str | None:
+    for op in ops:
+        if isinstance(op, Mma):
+            return op.dtype
+        if isinstance(op, Loop):
+            dtype = _mma_dtype(op.body)
+            if dtype is not None:
+                return dtype
+    return None
 
 
 class LaunchRun:
     """One launch in flight: places CTAs on SMs and gathers per-item results."""
 
-    def __init__(self, env, gpu, memory, sms: list[SM], compiled, steps, fidelity: str) -> None:
+    def __init__(
+        self, env, gpu, memory, sms: list[SM], compiled, steps, fidelity: str, speed=None
+    ) -> None:
         self.env = env
         self.gpu = gpu
         self.compiled = compiled
         self.launch = compiled.launch
         self.memory = memory
-        self.speed = sm_speed(self.launch, gpu)
+        # ``speed``: the clock model's (engine.py), else the launch's ceiling
+        self.speed = sm_speed(self.launch, gpu) if speed is None else speed
         self.turnaround = gpu.cta_turnaround_cycles / self.speed  # SM cycles at its clock
         self.executor = Executor(env, gpu, memory, compiled, steps, self.speed)
         self.executor.resident = lambda: self.running

@@ -407,6 +407,15 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             when,
         )
 
+    from . import clock_fit  # numpy
+
+    model = clock_fit.derive(rows, changes.get("tensor_clock_ratio", base.tensor_clock_ratio))
+    if model is not None:
+        fields, top_src, share_src = model
+        when = next((r.get("date", "") for r in rows if r["name"].startswith("clock_dot_")), "")
+        for field, value in fields.items():
+            put(field, value, top_src if field == "clock_max_hz" else share_src, when)
+
     row = m.get("launch_do_bench")
     if row:
         put(
@@ -520,6 +529,7 @@ STEPS = (
     "tensor",
     "mma_latency",
     "clock",
+    "power",
     "exp2",
     "fp32",
     "vector",
@@ -667,6 +677,7 @@ def run_calibration(
     import torch
 
     from . import microbench as mb  # torch + triton: imported only on a GPU run
+    from . import power_bench
 
     props = torch.cuda.get_device_properties(0)
     rows = [
@@ -687,6 +698,7 @@ def run_calibration(
             ("tensor", "tensor cores (tl.dot loops)", bench.tensor),
             ("mma_latency", "tensor-core latency (dependent tl.dot chains)", bench.mma_latency),
             ("clock", "sustained SM clock", bench.sustained_clock),
+            ("power", "SM clock under load", lambda: power_bench.power(bench)),
             ("exp2", "exp2 (SFU)", bench.exp2),
             ("fp32", "FP32 FMA", bench.fp32),
             ("vector", "vector work vs warps per scheduler", bench.vector_latency),

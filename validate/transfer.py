@@ -56,6 +56,14 @@ SM_SIDE = (
     "l2_hit_latency_95_cycles",
     "l2_bandwidth_Bps",
     "launch_overhead_s",
+    "clock_max_hz",
+    "clock_power_per_GHz",
+    "clock_power_fp16_per_PFLOPs",
+    "clock_power_bf16_per_PFLOPs",
+    "clock_power_fp8_per_PFLOPs",
+    "clock_power_l2_per_10TBps",
+    "clock_power_hbm_per_10TBps",
+    "clock_power_fp32_per_10Tops",
 )
 # Why each transferred figure carries over, where it needs more than "same SM".
 WHY = {
@@ -65,6 +73,10 @@ WHY = {
     "H100's half L2 (25 MiB); the H100 has 50 of the die's 60 MB of L2 enabled, so if "
     "hit bandwidth scales with enabled slices this errs fast by up to 17%",
     "launch_overhead_s": "host side: the same driver and do_bench path",
+    "clock_max_hz": "same die: the H100 SXM's boost clock is the same 1980 MHz",
+    "clock_power_hbm_per_10TBps": "assumed: the H200's HBM3e cost per byte for the "
+    "H100's HBM3, under the same 700 W cap; if HBM3 costs more per byte its MMA launches "
+    "that stream from HBM run slower than this says",
     "hbm_tile_extra_cycles": "the SM-side cost of a CTA's many requests; the H100's "
     "HBM3 may add a little (errs fast)",
 }

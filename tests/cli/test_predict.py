@@ -43,14 +43,17 @@ def test_predict_table(app):
 
 
 def test_predict_table_names_its_clock(app):
-    # the time holds at the clock the preset assumes: the table says which, MMA launches
-    # at the tensor-core clock, and the what-if clock replaces it
+    # the time holds at the clock the preset assumes: with a clock model, each launch's
+    # own (below the MMA ceiling for a busy v2); without one, the fixed clock, MMA
+    # launches at the tensor-core clock, and the what-if clock replaces it
     out = invoke(app, "predict", "--gpu", "h200-cal", "--algo", "v2", *SMALL).stdout
-    assert "1.68 GHz SM, 1.52 GHz in launches with MMAs (x 0.907)" in out
+    assert "the clock model's" in out and "at most 1.98 GHz, 1.79 with MMAs" in out
+    p = tilesim.predict(gpu="h200-cal", algo="v2", batch=1, heads=2, seqlen=512, head_dim=64)
+    assert f"flash_v2 {p.launches[0].clock_hz / 1e9:.2f} GHz" in out
     out = invoke(
-        app, "predict", "--gpu", "h200-cal", "--set", "sm_clock_hz=1.98e9", "--algo", "v2", *SMALL
+        app, "predict", "--gpu", "h200-cal", "--set", "clock_max_hz=0", "--algo", "v2", *SMALL
     ).stdout
-    assert "1.98 GHz SM, 1.80 GHz in launches with MMAs" in out
+    assert "1.68 GHz SM, 1.52 GHz in launches with MMAs (x 0.907)" in out
     out = invoke(app, "predict", "--gpu", "a100", "--algo", "v2", *SMALL).stdout
     assert "1.41 GHz SM" in out
 

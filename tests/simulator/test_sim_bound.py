@@ -169,8 +169,8 @@ def test_v3_on_one_head_is_grid_bound_though_its_sms_are_busy():
     # each CTA holds its slot for its own time; the launch lasts that plus the 31 paces
     # of the front end between the first CTA's start and the last's
     gpu = load_gpu("h100")
-    stagger = 31 * gpu.cta_dispatch_cycles / gpu.tensor_clock_ratio
     (launch,) = p.launches
+    stagger = 31 * gpu.cta_dispatch_cycles / (launch.clock_hz / gpu.sm_clock_hz)
     cycles = launch.cycles - gpu.s_to_cycles(gpu.launch_overhead_s)  # the CTAs' part
     assert p.slot_fill == pytest.approx(32 * (cycles - stagger) / (132 * cycles), rel=1e-6)
     assert p.bound == "grid"

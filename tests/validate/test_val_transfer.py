@@ -25,6 +25,7 @@ H200_FILES = (
     "2026-11-30-h200-calibrate-tile.json",
     "2026-12-02-h200-calibrate-dispatch.json",
     "2026-12-02-h200-calibrate-mma.json",
+    "2026-12-03-h200-calibrate-power.json",
 )
 # The H100's own public figures, as its datasheet preset gives them.
 PUBLIC = (

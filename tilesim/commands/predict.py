@@ -296,9 +296,18 @@ def _window(text: str | None) -> tuple[float, float] | None:
     return None if span is None else (span[0] * 1e-6, span[1] * 1e-6)
 
 
-def _clock(hw: GPU) -> str:
+def _clock(hw: GPU, p: Prediction) -> str:
     """The SM clock a prediction assumed, in words: a kernel's own clock moves with its
-    power draw (docs/model.md), so the time holds at this clock only."""
+    power draw (simulator/clock.py), so the time holds at this clock only."""
+    if hw.clock_max_hz > 0:
+        mma = hw.clock_max_hz * hw.tensor_clock_ratio
+        each = ", ".join(f"{lp.name} {lp.clock_hz / 1e9:.2f}" for lp in p.launches[:4])
+        more = f" (+{len(p.launches) - 4} launches)" if len(p.launches) > 4 else ""
+        return (
+            f"{each} GHz{more}: the clock model's, from each launch's work per second (at "
+            f"most {hw.clock_max_hz / 1e9:.2f} GHz, {mma / 1e9:.2f}"
+            f" with MMAs); --set clock_max_hz=0 predicts at a fixed {hw.sm_clock_hz / 1e9:.2f} GHz"
+        )
     text = f"{hw.sm_clock_hz / 1e9:.2f} GHz SM"
     if hw.tensor_clock_ratio != 1:
         mma = hw.sm_clock_hz * hw.tensor_clock_ratio
@@ -330,7 +339,7 @@ def _show(p: Prediction, hw: GPU, schedule: str | None = None) -> None:
     if schedule:
         table.add_row("schedule", schedule)
     table.add_row("time", f"{fmt_time(p.time_s)}  ({p.cycles:,.0f} SM cycles)")
-    table.add_row("clock", _clock(hw))
+    table.add_row("clock", _clock(hw, p))
     table.add_row("throughput", f"{p.tflops:.1f} TFLOPS (matmul FLOPs {p.matmul_flops:.3g})")
     rw = f"{fmt_bytes(p.hbm_read_bytes)} / {fmt_bytes(p.hbm_write_bytes)}"
     table.add_row("HBM read / write", f"{rw}  (compulsory {fmt_bytes(p.compulsory_hbm_bytes)})")
