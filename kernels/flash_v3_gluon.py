@@ -21,7 +21,7 @@ schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
   warpgroups issue their GEMMs in alternation and one's softmax overlaps the
   other's GEMMs (FA3 §3.1; FA3 uses named barriers, Gluon 3.6 has mbarriers).
 * **FP8** e4m3 with per-tensor descales, P rounded to e4m3, V passed
-  transposed (K-major, as fp8 wgmma needs) by ``flash_v3.transpose_v``; with
+  transposed (K-major, as fp8 wgmma needs) by ``transpose_v.TransposeV``; with
   ``permute_p`` V's keys are also permuted within each 32 so that P becomes the
   8-bit A operand without moving bytes between lanes (``_p_operand``).
 
@@ -61,6 +61,7 @@ from ..errors import TilesimError
 from ._common import LOG2E
 from ._v3_gluon_tile import AVAILABLE
 from .launch import Launch, rebase
+from .transpose_v import TransposeV
 
 if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
     from triton.experimental import gluon
@@ -218,8 +219,6 @@ class Forward:
     ):
         if consumer_groups not in (2, 3):
             raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
-        from .flash_v3 import TransposeV  # the same fp8 V transpose launch as the Triton v3
-
         batch, heads, n_q, d = q.shape
         n_kv = k.shape[2]
         fp8 = q.dtype == torch.float8_e4m3fn
