@@ -68,15 +68,14 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Callable, Sequence
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS, interpolate
+from ..units import KiB, MiB
+from .schema import measurement
+from .stats import median
 
-KiB = 1 << 10
-MiB = 1 << 20
-GiB = 1 << 30
 CALIBRATED_SUFFIX = ".calibrated"
 # Torch device name fragments -> datasheet preset of that GPU.
 DEVICE_PRESETS = (
@@ -95,16 +94,6 @@ def base_preset_for(device_name: str) -> str:
     raise TilesimError(
         f"no datasheet preset for GPU {device_name!r}: pass --base with the closest preset"
     )
-
-
-def measurement(
-    name: str, value: float, unit: str, method: str, samples: Sequence[float] = (), **extra
-) -> dict:
-    """One raw calibration row (the schema of a ``calibrate`` results file)."""
-    row = {"name": name, "value": float(value), "unit": unit, "method": method}
-    row["samples"] = [float(s) for s in samples]
-    row.update(extra)
-    return row
 
 
 def _sig(x: float, digits: int = 4) -> float:
@@ -479,34 +468,8 @@ def _tensor_rows(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
     return best
 
 
-def median(xs: Sequence[float]) -> float:
-    if not xs:
-        raise TilesimError("no samples")
-    return float(statistics.median(xs))
-
-
 def calibrated_name(base_name: str) -> str:
     return base_name + CALIBRATED_SUFFIX
-
-
-def summary_lines(rows: Sequence[dict], fmt: Callable[[dict], str] | None = None) -> list[str]:
-    """One line per measurement for the console."""
-    fmt = fmt or _fmt_row
-    return [fmt(row) for row in rows]
-
-
-def _fmt_row(row: dict) -> str:
-    unit = row["unit"]
-    value = row["value"]
-    scaled = {
-        "B/s": (1e12, "TB/s"),
-        "FLOP/s": (1e12, "TFLOP/s"),
-        "ops/s": (1e12, "Tops/s"),
-        "s": (1e-6, "us"),
-        "Hz": (1e6, "MHz"),
-    }
-    div, label = scaled.get(unit, (1.0, unit))
-    return f"{row['name']:<34} {value / div:10.3f} {label:<8} {row.get('method', '')}"
 
 
 # -- the GPU run ------------------------------------------------------------------------------
