@@ -29,17 +29,8 @@ from __future__ import annotations
 import dataclasses
 
 from .errors import TilesimError
-from .explain import (
-    NAMES,
-    Explanation,
-    Section,
-    fmt_bytes,
-    fmt_pct,
-    fmt_si,
-    fmt_time,
-    fmt_x,
-    score_traffic,
-)
+from .explain.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time, fmt_x
+from .explain.story import NAMES, Explanation, Section, score_traffic
 from .hwmodels.gpu import GPU
 from .runner import Job, run_jobs
 from .traces import build, default_config, kept_bytes

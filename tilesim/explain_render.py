@@ -12,7 +12,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .explain import Explanation, fmt_bytes, fmt_time
+from .explain.fmt import fmt_bytes, fmt_time
+from .explain.story import Explanation
 
 TABLE_COLUMNS = (
     ("algorithm", "algo"),

@@ -589,7 +589,7 @@ def whatif(
 
 
 def _print_sweep(result) -> None:
-    from ..explain import fmt_time
+    from ..explain.fmt import fmt_time
 
     table = Table(title=f"What if: {result.gpu}", box=box.SIMPLE)
     keys = [v.key for v in result.varies]

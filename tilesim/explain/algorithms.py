@@ -6,22 +6,10 @@ returns a `Section` whose prose cites only numbers it also stores.
 
 from __future__ import annotations
 
-from .errors import TilesimError
-from .explain import (
-    OWN_TENSORS,
-    Section,
-    Story,
-    fmt_bytes,
-    fmt_pct,
-    fmt_si,
-    fmt_speed,
-    fmt_time,
-    fmt_x,
-    score_traffic,
-    tensor_bytes,
-    uses_tma,
-)
-from .traces.config import check_algo
+from ..errors import TilesimError
+from ..traces.config import check_algo
+from .fmt import fmt_bytes, fmt_pct, fmt_si, fmt_speed, fmt_time, fmt_x
+from .story import OWN_TENSORS, Section, Story, score_traffic, tensor_bytes, uses_tma
 
 
 def _passes_note(passes: float) -> str:

@@ -7,18 +7,8 @@ algorithm. Each function reads a `Story` and returns a `Section`.
 
 from __future__ import annotations
 
-from .explain import (
-    DECODE_KV,
-    PAGE_ENTRY_BYTES,
-    PAGE_ROWS,
-    Section,
-    Story,
-    fmt_pct,
-    fmt_si,
-    fmt_speed,
-    fmt_time,
-    fmt_x,
-)
+from .fmt import fmt_pct, fmt_si, fmt_speed, fmt_time, fmt_x
+from .story import DECODE_KV, PAGE_ENTRY_BYTES, PAGE_ROWS, Section, Story
 
 
 def decode(st: Story) -> Section:
