@@ -30,9 +30,10 @@ from typing import Any
 from ..atomic import write_atomic
 from ..errors import TilesimError
 from ..inputs import read_text
+from .fields import FIELDS, KINDS
 from .gpu import GPU
+from .overrides import parse_set_options
 from .schema import (
-    FIELDS,
     GROUPS,
     check_consistency,
     check_gpu,
@@ -84,8 +85,6 @@ def load_gpu(name_or_path: str | os.PathLike) -> GPU:
     base, *variants = text.split("+")
     gpu = _load_preset(base.strip(), depth=0)
     if variants:
-        from .overrides import parse_set_options  # overrides imports this module
-
         gpu = gpu.with_overrides(parse_set_options(variants))
     return gpu
 
@@ -156,7 +155,7 @@ def parse_preset(text: str, path: Path, depth: int = 0) -> GPU:
         if key not in FIELDS:
             hint = suggest(key, FIELDS) or " (valid keys: base, " + ", ".join(FIELDS) + ")"
             raise TilesimError(f"{label}: unknown key {key!r}{hint}")
-        values[key] = check_value(key, value, f"{label}: key {key!r}")
+        values[key] = check_value(key, value, f"{label}: key {key!r}", KINDS[key])
     missing = [key for key in FIELDS if key not in values]
     if missing:
         plural = "s" if len(missing) > 1 else ""

@@ -22,8 +22,6 @@ import ast
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 # Source folder -> the package it is installed as (pyproject's package-dir).
 PACKAGES = {
@@ -245,7 +243,6 @@ def test_no_import_cycle_at_module_level():
     assert not found, "module-level import cycles:\n" + "\n".join(found)
 
 
-@pytest.mark.xfail(strict=True, reason="the cycles are cut in the commits that follow")
 def test_no_import_cycle_with_function_level_imports():
     found = cycles(kinds=("module", "function"))
     assert not found, "import cycles (module and function level):\n" + "\n".join(found)
