@@ -47,11 +47,6 @@ CONFIGS = [  # (block_m, block_n, num_warps, num_stages)
 ]
 
 
-def _flops(batch, heads, n, d, causal) -> float:
-    fwd = 4.0 * batch * heads * n * n * d * (0.5 if causal else 1.0)
-    return 2.5 * fwd
-
-
 def _bench(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
@@ -135,7 +130,7 @@ def main(argv=None) -> None:
             wl = Workload(batch, heads, n, n, d, causal=causal, dtype="fp16", pass_="bwd")
             default = default_config("v2", wl, gpu)
             sdpa_ms, sdpa_errs = _sdpa(q, k, v, do, causal, ref)
-            flops = _flops(batch, heads, n, d, causal)
+            flops = wl.flops()
             row = {"kind": "sdpa_flash", "n": n, "causal": causal, "ms": sdpa_ms,
                    "tflops": flops / sdpa_ms / 1e9, "rel_err": sdpa_errs}  # fmt: skip
             print(json.dumps(row), file=log, flush=True)

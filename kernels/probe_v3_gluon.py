@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import triton
 
-from ..traces.workload import KernelConfig
+from ..traces.workload import KernelConfig, Workload
 from . import flash_v3_gluon, launches, quantize_fp8
 
 TOKENS, HEADS, D = 16384, 16, 128
@@ -145,7 +145,7 @@ def _one(variant: str, dtype: str, out_path: Path) -> None:
                             run()
 
                     ms = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-                    flops = 4.0 * batch * HEADS * n * n * D * (0.5 if causal else 1.0)
+                    flops = Workload(batch, HEADS, n, n, D, causal=causal).flops()
                     row.update(ms=ms, tflops=flops / ms / 1e9)
             except Exception as e:  # noqa: BLE001 - recorded, the next shape still runs
                 row.update(ok=False, error=f"{type(e).__name__}: {str(e)[:400]}")

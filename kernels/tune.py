@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 import triton
 
-from ..traces.workload import KernelConfig
+from ..traces.workload import KernelConfig, Workload
 from . import api, flash_v2
 from ._common import resolve_config
 from .reference import reference, rel_error
@@ -58,8 +58,8 @@ class Variant:
         return max(1, SHAPE["tokens"] // self.n)
 
     def flops(self) -> float:
-        f = 4.0 * self.batch * SHAPE["heads"] * self.n**2 * SHAPE["head_dim"]
-        return f / 2 if self.causal else f
+        n, heads, d = self.n, SHAPE["heads"], SHAPE["head_dim"]
+        return Workload(self.batch, heads, n, n, d, causal=self.causal).flops()
 
 
 def cfg(bm, bn, warps, stages, **kw) -> KernelConfig:

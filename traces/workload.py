@@ -225,6 +225,11 @@ class Workload:
         products of 2·d each), summed over the sequences; 2.5x for a backward."""
         return 4.0 * self.heads * self.head_dim * self.scores() * PASS_FLOPS[self.pass_]
 
+    def dense_flops(self) -> int:
+        """The same convention over the whole N_q x N_kv product, masked scores too and
+        one forward: 4·B·H·N_q·N_kv·d (exact; `flops` takes the causal half off)."""
+        return 4 * self.batch * self.heads * self.seqlen_q * self.seqlen_kv * self.head_dim
+
     def kv_bytes(self) -> int:
         """Bytes of K and V the forward must read once: 2·H_kv·d·e per key of every sequence."""
         keys = self.batch * self.seqlen_kv if self.seqlens_kv is None else sum(self.seqlens_kv)

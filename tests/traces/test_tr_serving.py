@@ -57,6 +57,9 @@ def test_flops_follow_the_shared_convention():
     # varlen: each sequence its own length
     v = Workload(3, 4, 1, 300, 128, seqlens_kv=(100, 200, 300))
     assert v.flops() == 4 * 4 * 128 * (100 + 200 + 300)
+    # the whole product, mask or no mask: an exact int
+    assert square.dense_flops() == dataclasses.replace(square, causal=False).flops()
+    assert isinstance(w.dense_flops(), int) and w.dense_flops() == w.flops()
 
 
 def test_kv_bytes_shrink_with_the_group():

@@ -21,7 +21,7 @@ def _passes_note(passes: float) -> str:
 def setup(st: Story) -> Section:
     w, gpu = st.w, st.gpu
     flops = st.runs["v2"].counters.matmul_flops
-    closed = 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
+    closed = w.dense_flops()
     mask = "causal" if w.causal else "non-causal"
     nums = {
         "batch": w.batch,

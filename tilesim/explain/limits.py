@@ -247,7 +247,7 @@ def is_not(st: Story) -> Section:
     flops = {a: st.runs[a].counters.matmul_flops for a in algos}
     exps = {a: st.runs[a].counters.exp_count for a in algos}
     w = st.w
-    closed = 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
+    closed = w.dense_flops()
     s, p2 = st.p("standard"), st.p("v2")
     nums = {
         "matmul_flops": flops,
