@@ -27,11 +27,11 @@ import triton
 
 from ..errors import TilesimError
 from ..traces.config import default_config
-from ..traces.workload import KernelConfig, Workload
+from ..traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
 from . import backward_launches, reference_grads, rel_error
 from ._common import device_gpu
 
-TOKENS, D = 16384, 128
+D = 128
 SEQLENS = (4096, 8192, 16384)
 TOL = 5e-3
 CONFIGS = [  # (block_m, block_n, num_warps, num_stages)
@@ -89,7 +89,7 @@ def main(argv=None) -> None:
     ap.add_argument("--head-dim", type=int, default=D, help="d (heads = 2048 / d)")
     ap.add_argument("--seqlens", type=str, default=",".join(map(str, SEQLENS)))
     args = ap.parse_args(argv)
-    d, heads = args.head_dim, 2048 // args.head_dim
+    d, heads = args.head_dim, PAPER_HIDDEN // args.head_dim
     seqlens = tuple(int(x) for x in args.seqlens.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     log = (args.out / "probe_bwd.jsonl").open("w")
@@ -109,7 +109,7 @@ def main(argv=None) -> None:
         "nvidia_smi": smi,
         "torch": torch.__version__,
         "triton": triton.__version__,
-        "shape": f"B*N={TOKENS}, H={heads}, d={d}, fp16",
+        "shape": f"B*N={PAPER_TOKENS}, H={heads}, d={d}, fp16",
         "tflops": "2.5 * 4*B*H*N^2*d (x0.5 causal) / time",
     }
     print(json.dumps(meta), file=log, flush=True)
@@ -117,7 +117,7 @@ def main(argv=None) -> None:
     gpu = device_gpu(torch.device("cuda"))
     best: dict[bool, list] = {}
     for n in seqlens:
-        batch = TOKENS // n
+        batch = PAPER_TOKENS // n
         for causal in (False, True):
             if time.monotonic() - start > args.budget_s:
                 print("budget spent; stopping", flush=True)

@@ -28,7 +28,14 @@ from ..traces import build
 from ..traces.compiled import DEFAULT as DEFAULT_PROFILE
 from ..traces.config import check_algo, describe_config
 from ..traces.files import load
-from ..traces.workload import ALGOS, HEAD_DIMS, Workload
+from ..traces.workload import (
+    ALGOS,
+    HEAD_DIMS,
+    PAPER_HIDDEN,
+    PAPER_TOKENS,
+    Workload,
+    paper_batch_heads,
+)
 from .common import (
     BOUND_HELP,
     DEFAULT_BATCH,
@@ -82,8 +89,6 @@ from .trace import (
 MAX_TIMELINE_SMS = 4096  # the most SMs a GPU preset may have
 DEFAULT_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 DEFAULT_HEAD_DIMS = (64, 128)
-DEFAULT_TOKENS = 16384
-DEFAULT_HIDDEN = 2048
 
 FidelityOpt = Annotated[
     str, typer.Option("--fidelity", help="fast (coalesced steady state) or detailed (every step).")
@@ -419,10 +424,10 @@ def compare_cmd(
     ] = None,
     tokens: Annotated[
         int, typer.Option("--tokens", help="Tokens per batch: batch = tokens / N.")
-    ] = DEFAULT_TOKENS,
+    ] = PAPER_TOKENS,
     hidden: Annotated[
         int, typer.Option("--hidden", help="H x d: heads = hidden / d.")
-    ] = DEFAULT_HIDDEN,
+    ] = PAPER_HIDDEN,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
@@ -505,7 +510,8 @@ def compare_grid(
         for n in ns:
             if tokens % n or tokens < n:
                 raise TilesimError(f"--tokens {tokens} is not a multiple of seqlen {n}")
-            w = Workload(tokens // n, hidden // d, n, n, d, causal=causal, dtype=dtype, pass_=pass_)
+            batch, heads = paper_batch_heads(n, d, tokens, hidden)
+            w = Workload(batch, heads, n, n, d, causal=causal, dtype=dtype, pass_=pass_)
             for a in algos:
                 try:
                     check_algo(a, w, hw)
