@@ -57,9 +57,38 @@ ALIASES: dict[str, str] = {
     "h200-cal": "h200_sxm_141gb" + CALIBRATED_SUFFIX,
 }
 
+# Fragments of the name torch reports for a GPU -> its datasheet preset; each fragment is
+# also that GPU's alias above.
+DEVICE_PRESETS = (
+    ("h200", "h200_sxm_141gb"),
+    ("h100", "h100_sxm5_80gb"),
+    ("a100", "a100_sxm4_80gb"),
+)
+
 # A base may name another overlay; a loop of bases must end somewhere.
 _MAX_BASE_DEPTH = 8
 _KEY_LINE = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=(.*)")
+
+
+def device_alias(device_name: str) -> str | None:
+    """The alias of a GPU (h200, h100, a100) by the name torch reports, or None."""
+    lowered = device_name.lower()
+    return next((fragment for fragment, _ in DEVICE_PRESETS if fragment in lowered), None)
+
+
+def base_preset_for(device_name: str) -> str:
+    """The datasheet preset of a GPU by the name torch reports ("NVIDIA H200" -> h200_...)."""
+    alias = device_alias(device_name)
+    if alias is None:
+        raise TilesimError(
+            f"no datasheet preset for GPU {device_name!r}: pass --base with the closest preset"
+        )
+    return dict(DEVICE_PRESETS)[alias]
+
+
+def calibrated_name(base_name: str) -> str:
+    """The name of the preset `tilesim calibrate` writes over ``base_name``."""
+    return base_name + CALIBRATED_SUFFIX
 
 
 def list_presets() -> list[str]:

@@ -72,28 +72,10 @@ from collections.abc import Callable, Sequence
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS, interpolate
+from ..hwmodels.presets import calibrated_name
 from ..units import KiB, MiB
 from .schema import measurement
 from .stats import median
-
-CALIBRATED_SUFFIX = ".calibrated"
-# Torch device name fragments -> datasheet preset of that GPU.
-DEVICE_PRESETS = (
-    ("h200", "h200_sxm_141gb"),
-    ("h100", "h100_sxm5_80gb"),
-    ("a100", "a100_sxm4_80gb"),
-)
-
-
-def base_preset_for(device_name: str) -> str:
-    """The datasheet preset of a GPU by the name torch reports ("NVIDIA H200" -> h200_...)."""
-    lowered = device_name.lower()
-    for fragment, preset in DEVICE_PRESETS:
-        if fragment in lowered:
-            return preset
-    raise TilesimError(
-        f"no datasheet preset for GPU {device_name!r}: pass --base with the closest preset"
-    )
 
 
 def _sig(x: float, digits: int = 4) -> float:
@@ -407,7 +389,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
     gpu = dataclasses.replace(
         base,
         **changes,
-        name=base.name + CALIBRATED_SUFFIX,
+        name=calibrated_name(base.name),
         display_name=f"{base.display_name} (calibrated {date})",
         sources={**base.sources, **sources},
     )
@@ -466,10 +448,6 @@ def _tensor_rows(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
         if key not in best or row["value"] > best[key]["value"]:
             best[key] = row
     return best
-
-
-def calibrated_name(base_name: str) -> str:
-    return base_name + CALIBRATED_SUFFIX
 
 
 # -- the GPU run ------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError, shown
+from ..hwmodels.presets import base_preset_for, calibrated_name
 from ..validate.calibrate import STEPS as CALIBRATION_STEPS
 from .common import JsonOpt, check_output, console, int_list, print_json, workers_of
 
@@ -232,7 +233,7 @@ def calibrate(
     doc["measurements"] = rows
     results = out or _default_out("-calibrate")
     schema.save_results(doc, results)
-    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
+    target = preset_out or preset_path(calibrated_name(base_gpu.name))
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta['date']} "
         f"({device}, {len(rows)} micro-benchmarks; raw figures in {results.name}).\n"
@@ -264,13 +265,12 @@ def _base_for(device: str, base: str | None):
     tilesim knows, or, for one it does not, a preset from its device properties (name
     None: it has no file to overlay)."""
     from ..hwmodels import load_gpu
-    from ..validate import calibrate as cal
 
     if base:
         gpu = load_gpu(base)
         return gpu, gpu.name
     try:
-        gpu = load_gpu(cal.base_preset_for(device))
+        gpu = load_gpu(base_preset_for(device))
         return gpu, gpu.name
     except TilesimError:
         import torch
@@ -331,7 +331,7 @@ def _derive_from(
         if recorded is not None and not isinstance(recorded, str):
             raise TilesimError(f"{first}: metadata.base_preset must be a preset name")
         try:
-            base_gpu = load_gpu(recorded or cal.base_preset_for(device))
+            base_gpu = load_gpu(recorded or base_preset_for(device))
         except TilesimError as exc:
             raise TilesimError(f"{first}: metadata.base_preset: {exc}") from None
     gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta.get("date", ""))
@@ -339,7 +339,7 @@ def _derive_from(
     if transfer_to is not None:
         _write_transferred(gpu, transfer_to, meta.get("date", ""), names, preset_out, json_out)
         return
-    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
+    target = preset_out or preset_path(calibrated_name(base_gpu.name))
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta.get('date', '?')} "
         f"({device or '?'}, {len(rows)} micro-benchmarks; raw figures in {names}).\n"
@@ -477,7 +477,6 @@ def bench(
         import torch
 
         from ..hwmodels import load_gpu
-        from ..validate.calibrate import base_preset_for
         from ..validate.random_set import external_shapes
 
         gpu = load_gpu(base_preset_for(torch.cuda.get_device_name(0)))
@@ -601,8 +600,6 @@ def validate(
     _check_out(out)
     require_cuda("validate")
     import torch
-
-    from ..validate.calibrate import base_preset_for
 
     device = torch.cuda.get_device_name(0)
     gpu = load_gpu(base_preset_for(device))
