@@ -29,13 +29,14 @@ from __future__ import annotations
 import dataclasses
 
 from .errors import TilesimError
-from .explain.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time, fmt_x
+from .explain.fmt import fmt_pct, fmt_si, fmt_time, fmt_x
 from .explain.story import NAMES, Explanation, Section, score_traffic
 from .hwmodels.gpu import GPU
 from .runner import Job, run_jobs
 from .traces import build, default_config, kept_bytes
 from .traces.counters import Counters, counters
 from .traces.workload import PASS_FLOPS, Workload
+from .units import fmt_bytes
 
 ALGOS = ("standard", "v1", "v2")  # the algorithms with a backward schedule
 PAPER_FACTOR = PASS_FLOPS["bwd"]  # backward matmul FLOPs / forward's, by the shared convention

@@ -36,6 +36,7 @@ from ..traces.workload import (
     Workload,
     paper_batch_heads,
 )
+from ..units import fmt_bytes
 from .common import (
     BOUND_HELP,
     DEFAULT_BATCH,
@@ -594,14 +595,6 @@ def fmt_time(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds * 1e6:.1f} µs"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            v = n / scale
-            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
-    return f"{n:.0f} B"
 
 
 __all__ = ["compare_grid", "compare_rows", "register"]

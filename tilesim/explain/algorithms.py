@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..errors import TilesimError
 from ..traces.config import check_algo
-from .fmt import fmt_bytes, fmt_pct, fmt_si, fmt_speed, fmt_time, fmt_x
+from ..units import fmt_bytes
+from .fmt import fmt_pct, fmt_si, fmt_speed, fmt_time, fmt_x
 from .story import OWN_TENSORS, Section, Story, score_traffic, tensor_bytes, uses_tma
 
 

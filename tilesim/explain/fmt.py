@@ -1,13 +1,7 @@
-"""How the story of `tilesim explain` writes its numbers: times, ratios, shares, counts."""
+"""How the story of `tilesim explain` writes its numbers: times, ratios, shares, counts
+(bytes: `tilesim.units.fmt_bytes`, as every command)."""
 
 from __future__ import annotations
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
 def fmt_time(s: float) -> str:
