@@ -30,7 +30,6 @@ from ..traces.config import check_algo, describe_config
 from ..traces.files import load
 from ..traces.workload import (
     ALGOS,
-    HEAD_DIMS,
     PAPER_HIDDEN,
     PAPER_TOKENS,
     Workload,
@@ -64,6 +63,7 @@ from .common import (
     console,
     err_console,
     gpu_from_options,
+    head_dim_list,
     int_list,
     print_json,
     serving_options,
@@ -447,12 +447,7 @@ def compare_cmd(
     _check_fidelity(fidelity)
     hw = gpu_from_options(gpu, sets)
     ns = int_list(seqlens, "--seqlens")
-    ds = int_list(head_dims, "--head-dims")
-    for d in ds:
-        if d not in HEAD_DIMS:
-            raise TilesimError(
-                f"--head-dims: {d} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})"
-            )
+    ds = head_dim_list(head_dims)
     explicit = algos is not None
     names = [a.strip().lower() for a in algos.split(",") if a.strip()] if explicit else list(ALGOS)
     if not names:
