@@ -12,12 +12,9 @@ from tilesim.simulator import simulate
 from tilesim.traces import KernelConfig, Workload, build, default_config
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
+from tilesim.traces.expr import cdiv
 from tilesim.traces.ir import Load, Mma, Store
 from tilesim.traces.serving import is_decode, num_splits_heuristic
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def loads(trace, launch, cta, tensor):
