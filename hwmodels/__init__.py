@@ -8,6 +8,7 @@
 """
 
 from .describe import derived_figures
+from .fields import FIELDS, FLAG_FIELDS, NUMERIC_FIELDS, SETTABLE_FIELDS
 from .gpu import DTYPE_BYTES, GPU, MMA_PATHS
 from .overrides import apply_overrides, parse_set_options
 from .presets import (
@@ -20,7 +21,7 @@ from .presets import (
     render_preset,
     write_preset,
 )
-from .schema import FIELDS, FLAG_FIELDS, NUMERIC_FIELDS, SETTABLE_FIELDS, UNITS, format_number
+from .schema import UNITS, format_number
 
 __all__ = [
     "ALIASES",

@@ -14,21 +14,21 @@ import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TilesimError
-from .gpu import GPU
 from .schema import (
-    FLAG_FIELDS,
-    KINDS,
-    NUMERIC_FIELDS,
-    SETTABLE_FIELDS,
     check_consistency,
     check_value,
+    field_kinds,
     field_values,
     format_number,
+    settable_fields,
     suggest,
 )
+
+if TYPE_CHECKING:
+    from .gpu import GPU  # gpu imports this module (GPU.with_overrides)
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -66,14 +66,17 @@ def apply_overrides(
     changes: dict[str, Any] = {}
     labels: list[str] = []
     new_sources = dict(gpu.sources)
+    kinds = field_kinds(gpu)
+    numeric, flags = settable_fields(kinds)
+    settable = numeric + flags
     # Sorted, so the variant's name does not depend on the order options were typed.
     for key in sorted(mapping):
-        if key not in SETTABLE_FIELDS:
+        if key not in settable:
             raise TilesimError(
-                f"unknown hardware key {key!r}{suggest(key, SETTABLE_FIELDS)}; settable keys: "
-                f"{', '.join(NUMERIC_FIELDS)}; flags: {', '.join(FLAG_FIELDS)}"
+                f"unknown hardware key {key!r}{suggest(key, settable)}; settable keys: "
+                f"{', '.join(numeric)}; flags: {', '.join(flags)}"
             )
-        value, label = _new_value(gpu, key, mapping[key])
+        value, label = _new_value(gpu, key, kinds[key], mapping[key])
         changes[key] = value
         labels.append(f"{key}={label}")
         if sources and key in sources:
@@ -91,9 +94,8 @@ def apply_overrides(
     return dataclasses.replace(gpu, name=variant, sources=new_sources, **changes)
 
 
-def _new_value(gpu: GPU, key: str, raw: Any) -> tuple[Any, str]:
-    """(validated value, short label for the variant name) of one override."""
-    kind = KINDS[key]
+def _new_value(gpu: GPU, key: str, kind: type, raw: Any) -> tuple[Any, str]:
+    """(validated value, short label for the variant name) of one override of kind ``kind``."""
     if kind is bool:
         if isinstance(raw, bool):
             value = raw
@@ -135,7 +137,7 @@ def _new_value(gpu: GPU, key: str, raw: Any) -> tuple[Any, str]:
         elif number.is_integer():
             number = int(number)
     where = key if multiplier is None else f"{key} ({_times(multiplier)} of {old})"
-    value = check_value(key, number, where)
+    value = check_value(key, number, where, kind)
     return value, (_times(multiplier) if multiplier is not None else format_number(value))
 
 

@@ -30,9 +30,10 @@ from typing import Any
 from ..atomic import write_atomic
 from ..errors import TilesimError
 from ..inputs import read_text
+from .fields import FIELDS, KINDS
 from .gpu import GPU
+from .overrides import parse_set_options
 from .schema import (
-    FIELDS,
     GROUPS,
     check_consistency,
     check_gpu,
@@ -56,9 +57,38 @@ ALIASES: dict[str, str] = {
     "h200-cal": "h200_sxm_141gb" + CALIBRATED_SUFFIX,
 }
 
+# Fragments of the name torch reports for a GPU -> its datasheet preset; each fragment is
+# also that GPU's alias above.
+DEVICE_PRESETS = (
+    ("h200", "h200_sxm_141gb"),
+    ("h100", "h100_sxm5_80gb"),
+    ("a100", "a100_sxm4_80gb"),
+)
+
 # A base may name another overlay; a loop of bases must end somewhere.
 _MAX_BASE_DEPTH = 8
 _KEY_LINE = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=(.*)")
+
+
+def device_alias(device_name: str) -> str | None:
+    """The alias of a GPU (h200, h100, a100) by the name torch reports, or None."""
+    lowered = device_name.lower()
+    return next((fragment for fragment, _ in DEVICE_PRESETS if fragment in lowered), None)
+
+
+def base_preset_for(device_name: str) -> str:
+    """The datasheet preset of a GPU by the name torch reports ("NVIDIA H200" -> h200_...)."""
+    alias = device_alias(device_name)
+    if alias is None:
+        raise TilesimError(
+            f"no datasheet preset for GPU {device_name!r}: pass --base with the closest preset"
+        )
+    return dict(DEVICE_PRESETS)[alias]
+
+
+def calibrated_name(base_name: str) -> str:
+    """The name of the preset `tilesim calibrate` writes over ``base_name``."""
+    return base_name + CALIBRATED_SUFFIX
 
 
 def list_presets() -> list[str]:
@@ -84,8 +114,6 @@ def load_gpu(name_or_path: str | os.PathLike) -> GPU:
     base, *variants = text.split("+")
     gpu = _load_preset(base.strip(), depth=0)
     if variants:
-        from .overrides import parse_set_options  # overrides imports this module
-
         gpu = gpu.with_overrides(parse_set_options(variants))
     return gpu
 
@@ -156,7 +184,7 @@ def parse_preset(text: str, path: Path, depth: int = 0) -> GPU:
         if key not in FIELDS:
             hint = suggest(key, FIELDS) or " (valid keys: base, " + ", ".join(FIELDS) + ")"
             raise TilesimError(f"{label}: unknown key {key!r}{hint}")
-        values[key] = check_value(key, value, f"{label}: key {key!r}")
+        values[key] = check_value(key, value, f"{label}: key {key!r}", KINDS[key])
     missing = [key for key in FIELDS if key not in values]
     if missing:
         plural = "s" if len(missing) > 1 else ""

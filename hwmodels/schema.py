@@ -4,36 +4,27 @@ One table, read by everything that turns outside text into a `GPU` — the TOML
 loader (a preset file), the what-if overrides (``--set key=value``) and the
 preset writer — so that a bad value gets the same one-line error wherever it
 came from. The field list itself is the `GPU` dataclass; nothing here repeats it
-except the units, which a test keeps in step.
+except the units, which a test keeps in step. Nor does this module import the class:
+a field's kind is read from the dataclass it is asked about (`field_kinds`), so that
+`GPU.with_overrides` uses these rules without an import cycle; `fields` holds the
+`GPU` class's own tables (FIELDS, KINDS, SETTABLE_FIELDS, ...).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 from typing import Any
 
 from ..errors import TilesimError
-from .gpu import GPU
 
 # Architectures the engine models (tensor-core paths, feature flags).
 ARCHS = ("ampere", "hopper")
 
-# Every field a preset file holds, in the dataclass's order; `sources` is filled
-# from the file's comments instead.
-FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(GPU) if f.name != "sources")
 # `from __future__ import annotations` keeps the annotations as strings.
 _KINDS = {"str": str, "int": int, "float": float, "bool": bool}
-KINDS: dict[str, type] = {
-    f.name: _KINDS[f.type] for f in dataclasses.fields(GPU) if f.name != "sources"
-}
-
-STRING_FIELDS = tuple(k for k in FIELDS if KINDS[k] is str)
-NUMERIC_FIELDS = tuple(k for k in FIELDS if KINDS[k] in (int, float))
-FLAG_FIELDS = tuple(k for k in FIELDS if KINDS[k] is bool)
-# What a what-if override may change: numbers and feature flags, not identity.
-SETTABLE_FIELDS = NUMERIC_FIELDS + FLAG_FIELDS
 
 # The power model of the clock under load (GPU.clock_max_hz and the budget shares).
 CLOCK_FIELDS = (
@@ -214,20 +205,38 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+@functools.cache
+def _field_kinds(cls: type) -> dict[str, type]:
+    return {f.name: _KINDS[f.type] for f in dataclasses.fields(cls) if f.name != "sources"}
+
+
+def field_kinds(gpu: Any) -> dict[str, type]:
+    """Each field a preset file holds of the GPU dataclass (or instance) ``gpu`` -> its
+    kind, in the dataclass's order; `sources` is filled from the file's comments instead."""
+    return dict(_field_kinds(gpu if isinstance(gpu, type) else type(gpu)))
+
+
+def settable_fields(kinds: dict[str, type]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(numeric fields, feature flags) of ``kinds``: what a what-if override may change
+    (numbers and flags, not identity), each in field order."""
+    numeric = tuple(k for k, kind in kinds.items() if kind in (int, float))
+    return numeric, tuple(k for k, kind in kinds.items() if kind is bool)
+
+
 def suggest(key: str, choices: tuple[str, ...] | list[str]) -> str:
     """`` (did you mean 'x'?)`` when ``key`` is a near miss of one of ``choices``, else ``""``."""
     close = difflib.get_close_matches(key, choices, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def check_value(key: str, value: Any, where: str) -> Any:
-    """Return ``value`` as the field's kind, or raise one line ``"{where} must be ..."``.
+def check_value(key: str, value: Any, where: str, kind: type) -> Any:
+    """Return ``value`` as a value of field ``key`` of kind ``kind`` (str, int, float or
+    bool), or raise one line ``"{where} must be ..."``.
 
     ``where`` names the origin, e.g. ``"h100.toml: key 'sm_count'"``. Integers are
     accepted for float fields (TOML writes ``16`` for sixteen); nothing else is
     converted: a string where a number belongs is an error, not a guess.
     """
-    kind = KINDS[key]
     if kind is str:
         if not isinstance(value, str) or not value.strip():
             raise TilesimError(f"{where} must be a non-empty string, got {value!r}")
@@ -300,15 +309,15 @@ def check_consistency(values: dict[str, Any], where: str) -> None:
         )
 
 
-def field_values(gpu: GPU) -> dict[str, Any]:
+def field_values(gpu: Any) -> dict[str, Any]:
     """The preset fields of ``gpu`` as a dict, in field order (no `sources`)."""
-    return {key: getattr(gpu, key) for key in FIELDS}
+    return {key: getattr(gpu, key) for key in _field_kinds(type(gpu))}
 
 
-def check_gpu(gpu: GPU, where: str) -> None:
+def check_gpu(gpu: Any, where: str) -> None:
     """Validate a `GPU` built in Python (dataclasses.replace, a test) like a loaded one."""
-    for key in FIELDS:
-        check_value(key, getattr(gpu, key), f"{where}: {key}")
+    for key, kind in _field_kinds(type(gpu)).items():
+        check_value(key, getattr(gpu, key), f"{where}: {key}", kind)
     check_consistency(field_values(gpu), where)
 
 

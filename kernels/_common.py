@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from dataclasses import dataclass
 
 import torch
 import triton
 
 from ..errors import TilesimError
+from ..hwmodels.gpu import GPU
+from ..hwmodels.presets import device_alias, load_gpu
 from ..traces.config import check_fits, check_serving, default_config
 from ..traces.workload import HEAD_DIMS, KernelConfig, Workload
 
@@ -87,38 +88,17 @@ def is_hopper(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9
 
 
-@dataclass(frozen=True)
-class DeviceFeatures:
-    """The few GPU facts ``default_config``/``check_fits`` read, when no preset loads."""
-
-    name: str
-    has_tma: bool
-    has_wgmma: bool
-    has_fp8: bool
-    smem_bytes_per_cta_max: int
-
-
 @functools.cache
-def device_gpu(device: torch.device):
-    """The hwmodels GPU preset that matches ``device`` (the interpreter counts as an A100).
+def device_gpu(device: torch.device) -> GPU:
+    """The GPU preset (its alias: the best-founded one) that matches ``device``; another
+    sm_90 counts as an H100, any other GPU and the interpreter as an A100 (the
+    interpreter runs the Ampere-style pointer-load code paths).
 
     Read once per device: loading a preset parses its TOML files."""
-    if device.type == "cuda":
-        major, _ = torch.cuda.get_device_capability(device)
-        name = torch.cuda.get_device_name(device)
-        preset = ("h200" if "H200" in name else "h100") if major == 9 else "a100"
-    else:
-        preset = "a100"  # the interpreter runs the Ampere-style (pointer load) code paths
-    with contextlib.suppress(ImportError, TilesimError, AttributeError):
-        from ..hwmodels import load_gpu  # written by the hwmodels area; may be absent
-
-        return load_gpu(preset)
-    hopper = preset != "a100"
-    smem = 232448 if hopper else 166912  # opt-in shared memory per block (CUDA guide, table 21)
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        smem = getattr(props, "shared_memory_per_block_optin", smem)
-    return DeviceFeatures(preset, hopper, hopper, hopper, smem)
+    alias = "a100"
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] == 9:
+        alias = device_alias(torch.cuda.get_device_name(device)) or "h100"
+    return load_gpu(alias)
 
 
 def resolve_config(

@@ -21,7 +21,7 @@ schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
   warpgroups issue their GEMMs in alternation and one's softmax overlaps the
   other's GEMMs (FA3 §3.1; FA3 uses named barriers, Gluon 3.6 has mbarriers).
 * **FP8** e4m3 with per-tensor descales, P rounded to e4m3, V passed
-  transposed (K-major, as fp8 wgmma needs) by ``flash_v3.transpose_v``; with
+  transposed (K-major, as fp8 wgmma needs) by ``transpose_v.TransposeV``; with
   ``permute_p`` V's keys are also permuted within each 32 so that P becomes the
   8-bit A operand without moving bytes between lanes (``_p_operand``).
 
@@ -58,9 +58,11 @@ import torch
 import triton
 
 from ..errors import TilesimError
-from ._common import LOG2E
+from ..hwmodels.presets import load_gpu
+from ._common import LOG2E, device_gpu
 from ._v3_gluon_tile import AVAILABLE
 from .launch import Launch, rebase
+from .transpose_v import TransposeV
 
 if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
     from triton.experimental import gluon
@@ -136,7 +138,7 @@ if AVAILABLE:
         )
 
 
-SMEM_LIMIT_BYTES = 232_448  # sm_90: 227 KiB of shared memory per CTA (opt-in)
+SM90_PRESET = "h100"  # the GPU whose limits the kernel is checked against without a device
 
 
 def smem_bytes(
@@ -149,9 +151,16 @@ def smem_bytes(
 
 
 def check_config(
-    config, head_dim: int | None = None, elem_bytes: int = 2, groups: int = 2
+    config,
+    head_dim: int | None = None,
+    elem_bytes: int = 2,
+    groups: int = 2,
+    smem_limit: int | None = None,
 ) -> str | None:
     """Why the Gluon kernel cannot run ``config`` (one line), or None.
+
+    ``smem_limit``: the shared memory a CTA may opt into, the device's preset's
+    ``smem_bytes_per_cta_max`` (by default the sm_90 preset's, which the kernel targets).
 
     ``groups`` (consumer warpgroups of 64 rows) other than 2 is an experiment that
     KernelConfig cannot describe (block_m = 192 and 12 consumer warps are not powers of
@@ -173,10 +182,12 @@ def check_config(
         if head_dim not in SUPPORTED_HEAD_DIMS:
             return f"v3 warp_specialize=True supports head_dim 64 and 128, got {head_dim}"
         need = smem_bytes(head_dim, config.block_n, config.num_stages, elem_bytes, groups)
-        if need > SMEM_LIMIT_BYTES:
+        if smem_limit is None:
+            smem_limit = load_gpu(SM90_PRESET).smem_bytes_per_cta_max
+        if need > smem_limit:
             return (
                 f"v3 warp_specialize=True with num_stages={config.num_stages} needs {need} B "
-                f"of shared memory per CTA (limit {SMEM_LIMIT_BYTES}); use fewer stages"
+                f"of shared memory per CTA (limit {smem_limit}); use fewer stages"
             )
     return None
 
@@ -218,14 +229,13 @@ class Forward:
     ):
         if consumer_groups not in (2, 3):
             raise TilesimError(f"consumer_groups must be 2 or 3, got {consumer_groups!r}")
-        from .flash_v3 import TransposeV  # the same fp8 V transpose launch as the Triton v3
-
         batch, heads, n_q, d = q.shape
         n_kv = k.shape[2]
         fp8 = q.dtype == torch.float8_e4m3fn
         if permute_p is None:
             permute_p = fp8 and not causal
-        problem = check_config(config, d, q.element_size(), consumer_groups)
+        smem_limit = device_gpu(q.device).smem_bytes_per_cta_max
+        problem = check_config(config, d, q.element_size(), consumer_groups, smem_limit)
         if problem:
             raise TilesimError(problem)
         bn = config.block_n
@@ -251,7 +261,7 @@ class Forward:
             q_buffers = 1
         elif q_buffers is None:
             two = smem_bytes(d, bn, config.num_stages, q.element_size(), consumer_groups, 2)
-            q_buffers = 2 if two <= SMEM_LIMIT_BYTES else 1
+            q_buffers = 2 if two <= smem_limit else 1
         if q_buffers not in (1, 2):
             raise TilesimError(f"q_buffers must be 1 or 2, got {q_buffers!r}")
         self.scalars = (

@@ -27,11 +27,11 @@ import triton
 
 from ..errors import TilesimError
 from ..traces.config import default_config
-from ..traces.workload import KernelConfig, Workload
+from ..traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
 from . import backward_launches, reference_grads, rel_error
 from ._common import device_gpu
 
-TOKENS, D = 16384, 128
+D = 128
 SEQLENS = (4096, 8192, 16384)
 TOL = 5e-3
 CONFIGS = [  # (block_m, block_n, num_warps, num_stages)
@@ -45,11 +45,6 @@ CONFIGS = [  # (block_m, block_n, num_warps, num_stages)
     (64, 128, 4, 2),
     (64, 128, 4, 3),
 ]
-
-
-def _flops(batch, heads, n, d, causal) -> float:
-    fwd = 4.0 * batch * heads * n * n * d * (0.5 if causal else 1.0)
-    return 2.5 * fwd
 
 
 def _bench(fn) -> float:
@@ -94,7 +89,7 @@ def main(argv=None) -> None:
     ap.add_argument("--head-dim", type=int, default=D, help="d (heads = 2048 / d)")
     ap.add_argument("--seqlens", type=str, default=",".join(map(str, SEQLENS)))
     args = ap.parse_args(argv)
-    d, heads = args.head_dim, 2048 // args.head_dim
+    d, heads = args.head_dim, PAPER_HIDDEN // args.head_dim
     seqlens = tuple(int(x) for x in args.seqlens.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     log = (args.out / "probe_bwd.jsonl").open("w")
@@ -114,7 +109,7 @@ def main(argv=None) -> None:
         "nvidia_smi": smi,
         "torch": torch.__version__,
         "triton": triton.__version__,
-        "shape": f"B*N={TOKENS}, H={heads}, d={d}, fp16",
+        "shape": f"B*N={PAPER_TOKENS}, H={heads}, d={d}, fp16",
         "tflops": "2.5 * 4*B*H*N^2*d (x0.5 causal) / time",
     }
     print(json.dumps(meta), file=log, flush=True)
@@ -122,7 +117,7 @@ def main(argv=None) -> None:
     gpu = device_gpu(torch.device("cuda"))
     best: dict[bool, list] = {}
     for n in seqlens:
-        batch = TOKENS // n
+        batch = PAPER_TOKENS // n
         for causal in (False, True):
             if time.monotonic() - start > args.budget_s:
                 print("budget spent; stopping", flush=True)
@@ -135,7 +130,7 @@ def main(argv=None) -> None:
             wl = Workload(batch, heads, n, n, d, causal=causal, dtype="fp16", pass_="bwd")
             default = default_config("v2", wl, gpu)
             sdpa_ms, sdpa_errs = _sdpa(q, k, v, do, causal, ref)
-            flops = _flops(batch, heads, n, d, causal)
+            flops = wl.flops()
             row = {"kind": "sdpa_flash", "n": n, "causal": causal, "ms": sdpa_ms,
                    "tflops": flops / sdpa_ms / 1e9, "rel_err": sdpa_errs}  # fmt: skip
             print(json.dumps(row), file=log, flush=True)

@@ -30,10 +30,11 @@ from pathlib import Path
 import torch
 import triton
 
-from ..traces.workload import KernelConfig
+from ..traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
 from . import flash_v3_gluon, launches, quantize_fp8
 
-TOKENS, HEADS, D = 16384, 16, 128
+D = 128
+HEADS = PAPER_HIDDEN // D
 SEQLENS = (4096, 8192, 16384)
 TOL = {"fp16": 5e-3, "fp8": 0.1}
 WS3 = KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True)
@@ -89,7 +90,7 @@ def _one(variant: str, dtype: str, out_path: Path) -> None:
     """All shapes of one variant and dtype (runs in a subprocess)."""
     config, gluon_kwargs = VARIANTS[variant]
     for n in SEQLENS:
-        batch = TOKENS // n
+        batch = PAPER_TOKENS // n
         gen = torch.Generator(device="cuda").manual_seed(n + (1 if dtype == "fp8" else 0))
         shape = (batch, HEADS, n, D)
         q, k, v = (torch.randn(shape, device="cuda", generator=gen) for _ in range(3))
@@ -145,7 +146,7 @@ def _one(variant: str, dtype: str, out_path: Path) -> None:
                             run()
 
                     ms = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-                    flops = 4.0 * batch * HEADS * n * n * D * (0.5 if causal else 1.0)
+                    flops = Workload(batch, HEADS, n, n, D, causal=causal).flops()
                     row.update(ms=ms, tflops=flops / ms / 1e9)
             except Exception as e:  # noqa: BLE001 - recorded, the next shape still runs
                 row.update(ok=False, error=f"{type(e).__name__}: {str(e)[:400]}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 import triton
 
-from ..traces.workload import KernelConfig
+from ..traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
 from . import api, flash_v2
 from ._common import resolve_config
 from .reference import reference, rel_error
@@ -35,7 +35,13 @@ from .reference import reference, rel_error
 TOL = {"fp16": 1e-2, "bf16": 3e-2, "fp8": 0.1}
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 # the target shapes: H·d = 2048, 16k tokens per batch (``--smoke``: tiny ones, any device)
-SHAPE = {"heads": 16, "head_dim": 128, "tokens": 16384, "device": "cuda", "scale_n": 1}
+SHAPE = {
+    "heads": PAPER_HIDDEN // 128,
+    "head_dim": 128,
+    "tokens": PAPER_TOKENS,
+    "device": "cuda",
+    "scale_n": 1,
+}
 
 
 @dataclass
@@ -58,8 +64,8 @@ class Variant:
         return max(1, SHAPE["tokens"] // self.n)
 
     def flops(self) -> float:
-        f = 4.0 * self.batch * SHAPE["heads"] * self.n**2 * SHAPE["head_dim"]
-        return f / 2 if self.causal else f
+        n, heads, d = self.n, SHAPE["heads"], SHAPE["head_dim"]
+        return Workload(self.batch, heads, n, n, d, causal=self.causal).flops()
 
 
 def cfg(bm, bn, warps, stages, **kw) -> KernelConfig:

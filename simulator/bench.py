@@ -32,7 +32,7 @@ from simpy import Environment
 
 from ..hwmodels import load_gpu
 from ..traces import build
-from ..traces.workload import Workload
+from ..traces.workload import Workload, paper_batch_heads
 from . import simulate
 
 REFERENCE_EVENTS = 200_000  # bare SimPy timeouts: the unit of the ratios
@@ -48,7 +48,6 @@ TARGET_REFERENCE_S = 0.18
 CASE = ("h200-cal", "v2", Workload(4, 16, 4096, 4096, 128))
 COMPARE_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 COMPARE_HEAD_DIMS = (64, 128)
-TOKENS, HIDDEN = 16384, 2048
 
 # The fast-vs-detailed grid: all four algorithms, shapes small enough for
 # `detailed` yet large enough that loops coalesce and waves are sampled (the
@@ -243,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
         events = points = 0
         for d in COMPARE_HEAD_DIMS:
             for n in COMPARE_SEQLENS:
-                wl = Workload(TOKENS // n, HIDDEN // d, n, n, d)
+                wl = Workload(*paper_batch_heads(n, d), n, n, d)
                 for a in ("standard", "v1", "v2", "v3"):
                     pred = simulate(build(a, wl, gpu), gpu, "fast")
                     events += pred.sim_events

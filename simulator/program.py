@@ -47,7 +47,7 @@ class _Rename(ast.NodeTransformer):
         """``min`` / ``max`` / ``cdiv`` inlined as comparisons and floor divisions: the
         same integers as the builtins (the first of equal values), without a call."""
         args = [self.visit(a) for a in node.args]
-        if node.func.id == "cdiv":  # -(-a // b)
+        if node.func.id == "cdiv":  # -(-a // b), as traces.expr.cdiv
             a, b = args
             floor = ast.BinOp(ast.UnaryOp(ast.USub(), a), ast.FloorDiv(), b)
             return ast.UnaryOp(ast.USub(), floor)

@@ -29,25 +29,17 @@ from __future__ import annotations
 import dataclasses
 
 from .errors import TilesimError
-from .explain import (
-    NAMES,
-    Explanation,
-    Section,
-    fmt_bytes,
-    fmt_pct,
-    fmt_si,
-    fmt_time,
-    fmt_x,
-    score_traffic,
-)
+from .explain.fmt import fmt_pct, fmt_si, fmt_time, fmt_x
+from .explain.story import NAMES, Explanation, Section, score_traffic
 from .hwmodels.gpu import GPU
 from .runner import Job, run_jobs
 from .traces import build, default_config, kept_bytes
 from .traces.counters import Counters, counters
-from .traces.workload import Workload
+from .traces.workload import PASS_FLOPS, Workload
+from .units import fmt_bytes
 
 ALGOS = ("standard", "v1", "v2")  # the algorithms with a backward schedule
-PAPER_FACTOR = 2.5  # backward matmul FLOPs / forward's, by the shared convention
+PAPER_FACTOR = PASS_FLOPS["bwd"]  # backward matmul FLOPs / forward's, by the shared convention
 # What each forward keeps in HBM for its backward, besides Q, K, V (traces.kept_bytes).
 DQ_WORKSPACE = "dQacc"  # v1's fp32 dQ in HBM (traces.flash_v1_bwd)
 KEPT_TENSORS = {"standard": ("P",), "v1": ("O", "L", "M"), "v2": ("O", "LSE")}

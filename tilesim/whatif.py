@@ -29,19 +29,17 @@ from .errors import TilesimError
 from .hwmodels import SETTABLE_FIELDS, UNITS
 from .hwmodels.gpu import GPU
 from .runner import Job, Outcome, RunStats, run_jobs
-from .traces.workload import ALGOS, Workload
-
-# The FlashAttention papers' benchmark convention: 16k tokens per batch, hidden size 2048.
-TOKENS_PER_BATCH = 16384
-HIDDEN = 2048
+from .traces.workload import ALGOS, Workload, paper_batch_heads
 
 
 def default_batch_heads(seqlen: int, head_dim: int) -> tuple[int, int]:
-    """Batch and heads for 16k tokens per batch and H*d = 2048 (at least one of each)."""
+    """Batch and heads of the paper shape (16k tokens per batch, H·d = 2048), at least one
+    of each."""
     for name, value in (("seqlen", seqlen), ("head_dim", head_dim)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise TilesimError(f"{name} must be a positive integer, got {value!r}")
-    return max(1, TOKENS_PER_BATCH // seqlen), max(1, HIDDEN // head_dim)
+    batch, heads = paper_batch_heads(seqlen, head_dim)
+    return max(1, batch), max(1, heads)
 
 
 # How a run that only this field limited would scale with it, by the field's unit: as the

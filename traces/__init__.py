@@ -82,7 +82,13 @@ def build_external(name: str, workload: Workload, gpu: GPU, profile=compiled.DEF
             "heads, no causal diagonal shifted by a longer KV)"
         )
     if name == "sdpa-flash":
-        return sdpa_flash.build(workload, gpu, profile)
+        splits = sdpa_flash.num_splits(workload, gpu)
+        if splits > 1:
+            return sdpa_flash.build_split(workload, gpu, splits)
+        # One split: FlashAttention-2's own kernel, tilesim's v2 schedule with its tiles.
+        config = NAMED_CONFIGS["fa2"].make(workload, gpu)
+        trace = build("v2", workload, gpu, config, profile=profile)
+        return dataclasses.replace(trace, algo="sdpa-flash")
     return sdpa_math.build(workload, gpu)
 
 

@@ -41,7 +41,6 @@ MAX_CYCLES_FIGURE = 1e9  # issue_per_step / issue_per_cta / spill covers, SM cyc
 MAX_LOOP_DEPTH = 8  # loops nested in loops
 MAX_OPS = 10_000  # ops of one CTA program, loops' bodies included
 MAX_LAUNCHES = 64
-_FUNCS = frozenset({"min", "max", "cdiv"})
 _DEP = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:@-([1-9][0-9]*))?$")
 
 
@@ -370,5 +369,5 @@ def _bool(value, where: str) -> None:
 
 
 def _identifier(name, where: str) -> None:
-    if not isinstance(name, str) or not name.isidentifier() or name in _FUNCS:
+    if not isinstance(name, str) or not name.isidentifier() or name in _expr.FUNCTIONS:
         raise TilesimError(f"{where}: {name!r} is not a valid name")

@@ -308,7 +308,7 @@ def _amax(*args):
     return out
 
 
-_ARRAY_FUNCS = {"min": _amin, "max": _amax, "cdiv": lambda a, b: -(-a // b)}
+_ARRAY_FUNCS = {"min": _amin, "max": _amax, "cdiv": _expr.cdiv}
 
 
 @lru_cache(maxsize=65536)

@@ -19,7 +19,15 @@ from functools import lru_cache
 from ..errors import TilesimError
 
 _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
-_FUNCS = {"min": min, "max": max, "cdiv": lambda a, b: -(-a // b)}
+
+
+def cdiv(a, b):
+    """⌈a / b⌉ of integers, or elementwise of integer arrays: the language's ``cdiv``
+    (the simulator's compiled expressions inline the same -(-a // b))."""
+    return -(-a // b)
+
+
+FUNCTIONS = {"min": min, "max": max, "cdiv": cdiv}  # what an expression may call
 _ARITY = {"min": (2, 64), "max": (2, 64), "cdiv": (2, 2)}  # (fewest, most) arguments
 MAX_LENGTH = 2000  # characters
 MAX_DEPTH = 32  # nested operations
@@ -49,7 +57,7 @@ def _check(node: ast.AST, text: str, depth: int = 0) -> set[str]:
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCS
+        and node.func.id in FUNCTIONS
         and not node.keywords
     ):
         fewest, most = _ARITY[node.func.id]
@@ -87,11 +95,11 @@ def parse(expr: int | str) -> tuple[Callable[[dict], int], frozenset[str]]:
         raise TilesimError(f"expression {_short(expr)} does not parse: {exc.msg}") from None
     except (RecursionError, MemoryError):
         raise TilesimError(f"expression {_short(expr)} nests too deeply") from None
-    names = frozenset(_check(tree, expr) - set(_FUNCS))
+    names = frozenset(_check(tree, expr) - set(FUNCTIONS))
     code = compile(tree, "<tilesim-expr>", "eval")
 
     def fn(env: dict, _code=code) -> int:
-        return eval(_code, {"__builtins__": {}, **_FUNCS}, env)  # noqa: S307 - checked above
+        return eval(_code, {"__builtins__": {}, **FUNCTIONS}, env)  # noqa: S307 - checked above
 
     return fn, names
 

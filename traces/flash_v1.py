@@ -40,7 +40,7 @@ import dataclasses
 from typing import NamedTuple
 
 from ..hwmodels.gpu import GPU
-from .config import smem_bytes, v1_released_fp32_per_cta
+from .config import v1_released_fp32_per_cta
 from .ir import (
     CtaProgram,
     Launch,
@@ -53,6 +53,7 @@ from .ir import (
     Trace,
     Vector,
 )
+from .smem import smem_bytes
 from .tiles import (
     FLASH_FP32_PER_MASKED_SCORE,
     FLASH_FP32_PER_SCORE,

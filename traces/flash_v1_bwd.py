@@ -53,10 +53,11 @@ Closed forms (non-causal; T_c = cdiv(N_kv, block_n), exact with partial tiles):
 from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
-from .config import backward_smem_bytes, v1_released_fp32_per_cta
+from .config import v1_released_fp32_per_cta
 from .flash_v1 import walk
 from .flash_v2_bwd import backward_tensors
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Role, Store, TensorSpec, Trace, Vector
+from .smem import backward_smem_bytes
 from .tiles import (
     BWD_FP32_PER_D_ELEM,
     BWD_FP32_PER_GRAD_SCALE,

@@ -25,7 +25,6 @@ back (the tiles it just wrote: L2 holds them) and writes O and the log-sum-exp.
 from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
-from .config import smem_bytes
 from .ir import (
     Arrive,
     CtaProgram,
@@ -41,6 +40,7 @@ from .ir import (
     Vector,
     Wait,
 )
+from .smem import smem_bytes
 from .tiles import (
     FLASH_FP32_PER_MASKED_SCORE,
     FLASH_FP32_PER_O_FINAL,

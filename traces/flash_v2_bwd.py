@@ -44,8 +44,8 @@ tiles, since every (Q block, K block) pair is visited once per launch):
 from __future__ import annotations
 
 from ..hwmodels.gpu import GPU
-from .config import backward_smem_bytes
 from .ir import CtaProgram, Launch, Load, Loop, Mma, Op, Role, Store, TensorSpec, Trace, Vector
+from .smem import backward_smem_bytes
 from .tiles import (
     BWD_FP32_PER_D_ELEM,
     BWD_FP32_PER_GRAD_SCALE,

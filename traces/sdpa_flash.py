@@ -5,17 +5,15 @@
 Q blocks of 64 rows fill less than 80% of twice the SMs (its count of 128-thread
 CTAs the GPU holds), it picks the fewest splits whose waves are at least 85% as
 full as the best. One split: ``flash_fwd_kernel`` with the `fa2` config's tiles
-(tilesim's v2 schedule, predicted as such). More: ``flash_fwd_splitkv_kernel``,
-grid (Q blocks of 64, splits, B*H), each CTA walking its share of the K/V blocks
-(256 rows at d = 64, 128 at d = 128) and writing a float32 partial O and its
-log-sum-exp, then ``flash_fwd_splitkv_combine_kernel`` merging the splits
-(flash_fwd_launch_template.h). The torch profiler on the H200 shows both paths
-(experiments/2026-12-01-sdpa-kernels/).
+(tilesim's v2 schedule, predicted as such; `traces.build_external` builds it). More:
+``flash_fwd_splitkv_kernel``, grid (Q blocks of 64, splits, B*H), each CTA walking its
+share of the K/V blocks (256 rows at d = 64, 128 at d = 128) and writing a float32
+partial O and its log-sum-exp, then ``flash_fwd_splitkv_combine_kernel`` merging the
+splits (flash_fwd_launch_template.h); this module builds that pair. The torch profiler
+on the H200 shows both paths (experiments/2026-12-01-sdpa-kernels/).
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 from ..hwmodels.gpu import GPU
 from .flash_v2 import kv_loop
@@ -161,16 +159,3 @@ def build_split(workload: Workload, gpu: GPU, splits: int) -> Trace:
         workload=w.to_dict(),
         config={**c.to_dict(), "num_splits": splits},
     )
-
-
-def build(workload: Workload, gpu: GPU, profile) -> Trace:
-    """SDPA flash's launches for ``workload``: FA2's kernel, or its split-KV pair."""
-    from . import build as build_algo
-    from .config import NAMED_CONFIGS
-
-    splits = num_splits(workload, gpu)
-    if splits > 1:
-        return build_split(workload, gpu, splits)
-    config = NAMED_CONFIGS["fa2"].make(workload, gpu)
-    trace = build_algo("v2", workload, gpu, config, profile=profile)
-    return dataclasses.replace(trace, algo="sdpa-flash")

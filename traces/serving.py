@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ..hwmodels.gpu import GPU
+from .smem import forward_smem_bytes
 from .workload import MAX_SPLITS, KernelConfig, Workload
 
 # The decode kernel runs when the packed query rows fit one small Q block and the
@@ -81,8 +82,6 @@ def num_splits_heuristic(
 
 def decode_config(workload: Workload, gpu: GPU) -> KernelConfig:
     """The decode kernel's tiles, split count and packing for ``workload`` on ``gpu``."""
-    from .config import forward_smem_bytes
-
     w = workload
     rows = w.seqlen_q * w.group
     block_m = max(DECODE_MIN_BLOCK_M, 1 << (rows - 1).bit_length())

@@ -38,6 +38,18 @@ MAX_TABLE = 1 << 24  # entries of a page table (all sequences together)
 # 2.5x the forward (the five products S, dV, dP, dQ, dK), whatever a kernel
 # recomputes, so TFLOPS compare implementations of the same work.
 PASS_FLOPS = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
+# The FlashAttention papers' benchmark shapes: 16k tokens per batch and a model width
+# H·d of 2048, so batch = tokens // N and heads = hidden // d (`paper_batch_heads`).
+PAPER_TOKENS = 16384
+PAPER_HIDDEN = 2048
+
+
+def paper_batch_heads(
+    seqlen: int, head_dim: int, tokens: int = PAPER_TOKENS, hidden: int = PAPER_HIDDEN
+) -> tuple[int, int]:
+    """(batch, heads) of the paper shape at ``seqlen`` and ``head_dim``: tokens // N and
+    hidden // d, 0 where N > tokens or d > hidden (each caller checks its own way)."""
+    return tokens // seqlen, hidden // head_dim
 
 
 @dataclass(frozen=True)
@@ -224,6 +236,11 @@ class Workload:
         """Matmul FLOPs of the forward by the shared convention: 4·H·d per score (two
         products of 2·d each), summed over the sequences; 2.5x for a backward."""
         return 4.0 * self.heads * self.head_dim * self.scores() * PASS_FLOPS[self.pass_]
+
+    def dense_flops(self) -> int:
+        """The same convention over the whole N_q x N_kv product, masked scores too and
+        one forward: 4·B·H·N_q·N_kv·d (exact; `flops` takes the causal half off)."""
+        return 4 * self.batch * self.heads * self.seqlen_q * self.seqlen_kv * self.head_dim
 
     def kv_bytes(self) -> int:
         """Bytes of K and V the forward must read once: 2·H_kv·d·e per key of every sequence."""

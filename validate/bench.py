@@ -85,7 +85,7 @@ def run_bench(
     import torch
 
     from ..hwmodels import load_gpu
-    from .calibrate import base_preset_for
+    from ..hwmodels.presets import base_preset_for
 
     device = torch.cuda.get_device_name(0)
     preset = load_gpu(base_preset_for(device))

@@ -68,43 +68,14 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Callable, Sequence
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS, interpolate
-
-KiB = 1 << 10
-MiB = 1 << 20
-GiB = 1 << 30
-CALIBRATED_SUFFIX = ".calibrated"
-# Torch device name fragments -> datasheet preset of that GPU.
-DEVICE_PRESETS = (
-    ("h200", "h200_sxm_141gb"),
-    ("h100", "h100_sxm5_80gb"),
-    ("a100", "a100_sxm4_80gb"),
-)
-
-
-def base_preset_for(device_name: str) -> str:
-    """The datasheet preset of a GPU by the name torch reports ("NVIDIA H200" -> h200_...)."""
-    lowered = device_name.lower()
-    for fragment, preset in DEVICE_PRESETS:
-        if fragment in lowered:
-            return preset
-    raise TilesimError(
-        f"no datasheet preset for GPU {device_name!r}: pass --base with the closest preset"
-    )
-
-
-def measurement(
-    name: str, value: float, unit: str, method: str, samples: Sequence[float] = (), **extra
-) -> dict:
-    """One raw calibration row (the schema of a ``calibrate`` results file)."""
-    row = {"name": name, "value": float(value), "unit": unit, "method": method}
-    row["samples"] = [float(s) for s in samples]
-    row.update(extra)
-    return row
+from ..hwmodels.presets import calibrated_name
+from ..units import KiB, MiB
+from .schema import measurement
+from .stats import median
 
 
 def _sig(x: float, digits: int = 4) -> float:
@@ -427,7 +398,7 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
     gpu = dataclasses.replace(
         base,
         **changes,
-        name=base.name + CALIBRATED_SUFFIX,
+        name=calibrated_name(base.name),
         display_name=f"{base.display_name} (calibrated {date})",
         sources={**base.sources, **sources},
     )
@@ -486,36 +457,6 @@ def _tensor_rows(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
         if key not in best or row["value"] > best[key]["value"]:
             best[key] = row
     return best
-
-
-def median(xs: Sequence[float]) -> float:
-    if not xs:
-        raise TilesimError("no samples")
-    return float(statistics.median(xs))
-
-
-def calibrated_name(base_name: str) -> str:
-    return base_name + CALIBRATED_SUFFIX
-
-
-def summary_lines(rows: Sequence[dict], fmt: Callable[[dict], str] | None = None) -> list[str]:
-    """One line per measurement for the console."""
-    fmt = fmt or _fmt_row
-    return [fmt(row) for row in rows]
-
-
-def _fmt_row(row: dict) -> str:
-    unit = row["unit"]
-    value = row["value"]
-    scaled = {
-        "B/s": (1e12, "TB/s"),
-        "FLOP/s": (1e12, "TFLOP/s"),
-        "ops/s": (1e12, "Tops/s"),
-        "s": (1e-6, "us"),
-        "Hz": (1e6, "MHz"),
-    }
-    div, label = scaled.get(unit, (1.0, unit))
-    return f"{row['name']:<34} {value / div:10.3f} {label:<8} {row.get('method', '')}"
 
 
 # -- the GPU run ------------------------------------------------------------------------------

@@ -13,10 +13,15 @@ from dataclasses import dataclass
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from ..traces.config import NAMED_CONFIGS, check_algo, default_config
-from ..traces.workload import ALGOS, KernelConfig, Workload
+from ..traces.workload import (
+    ALGOS,
+    PAPER_HIDDEN,
+    PAPER_TOKENS,
+    KernelConfig,
+    Workload,
+    paper_batch_heads,
+)
 
-TOKENS = 16384  # tokens per batch (batch x seqlen)
-HIDDEN = 2048  # model width, heads x head_dim
 VALIDATE_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 BENCH_SEQLENS = (1024, 2048, 4096, 8192, 16384)
 HEAD_DIMS = (64, 128)
@@ -33,7 +38,7 @@ BACKWARD_ALGOS = ("v2", "standard", "v1")  # run order: v2 (the issue's target) 
 PASSES = ("fwd", "bwd", "fwd_bwd")  # what `tilesim validate` can time
 
 
-def batch_heads(seqlen: int, head_dim: int, tokens: int = TOKENS, hidden: int = HIDDEN):
+def batch_heads(seqlen: int, head_dim: int, tokens: int = PAPER_TOKENS, hidden: int = PAPER_HIDDEN):
     """(batch, heads) for a sequence length and head dim at a fixed token budget and width."""
     if seqlen <= 0 or head_dim <= 0:
         raise TilesimError(f"seqlen and head_dim must be positive, got {seqlen} and {head_dim}")
@@ -43,7 +48,7 @@ def batch_heads(seqlen: int, head_dim: int, tokens: int = TOKENS, hidden: int = 
         raise TilesimError(f"{tokens} tokens per batch is not a multiple of seqlen {seqlen}")
     if hidden % head_dim:
         raise TilesimError(f"hidden size {hidden} is not a multiple of head_dim {head_dim}")
-    return tokens // seqlen, hidden // head_dim
+    return paper_batch_heads(seqlen, head_dim, tokens, hidden)
 
 
 def workload(
@@ -51,8 +56,8 @@ def workload(
     head_dim: int,
     causal: bool = False,
     dtype: str = "fp16",
-    tokens: int = TOKENS,
-    hidden: int = HIDDEN,
+    tokens: int = PAPER_TOKENS,
+    hidden: int = PAPER_HIDDEN,
     pass_: str = "fwd",
 ) -> Workload:
     batch, heads = batch_heads(seqlen, head_dim, tokens, hidden)
@@ -90,8 +95,8 @@ def validate_grid(
     head_dims: tuple[int, ...] = HEAD_DIMS,
     causal: tuple[bool, ...] = CAUSAL,
     spot_checks: bool = True,
-    tokens: int = TOKENS,
-    hidden: int = HIDDEN,
+    tokens: int = PAPER_TOKENS,
+    hidden: int = PAPER_HIDDEN,
     passes: tuple[str, ...] = ("fwd",),
 ) -> list[GridPoint]:
     """The points of `tilesim validate`, in run order.
@@ -181,8 +186,8 @@ def bench_shapes(
     head_dims: tuple[int, ...] = (128, 64),
     causal: tuple[bool, ...] = CAUSAL,
     dtype: str = "fp16",
-    tokens: int = TOKENS,
-    hidden: int = HIDDEN,
+    tokens: int = PAPER_TOKENS,
+    hidden: int = PAPER_HIDDEN,
     pass_: str = "fwd",
 ) -> list[BenchShape]:
     """The bench's shapes; ``pass_`` "bwd": time the backward of each."""

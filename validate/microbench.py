@@ -1,7 +1,7 @@
 """Micro-benchmark kernels for `tilesim calibrate` (needs torch, triton and a CUDA GPU).
 
 Each benchmark isolates one figure the model needs and returns a calibration row
-(see :func:`tilesim.validate.calibrate.measurement`):
+(see :func:`tilesim.validate.schema.measurement`):
 
 * streaming read / write / copy over a buffer far larger than L2 (HBM), and
   streaming reads of working sets below L2 size, many passes in one launch (L2);
@@ -31,8 +31,10 @@ import triton.language as tl
 from triton.testing import do_bench
 
 from ..errors import TilesimError
-from .calibrate import GiB, KiB, MiB, measurement, median
+from ..units import GiB, KiB, MiB
 from .metadata import ClockSampler
+from .schema import measurement, summary_lines
+from .stats import median
 
 READ_BLOCK = 2048  # fp32 elements per CTA per step: 8 KiB, 16 B vector loads
 # Offsets are int32: buffers stay under 2^31 elements (8 GiB of fp32).
@@ -442,8 +444,6 @@ class Bench:
 
     def add(self, row: dict) -> dict:
         self.rows.append(row)
-        from .calibrate import summary_lines
-
         self.log("  " + summary_lines([row])[0])
         return row
 

@@ -36,12 +36,19 @@ from pathlib import Path
 
 from ..errors import TilesimError
 from ..profiles import KernelFacts, Profile, Provenance, Variant, write
-from ..traces.workload import ALGOS, DTYPES, HEAD_DIMS, MAX_SEQLEN, KernelConfig, Workload
+from ..traces.workload import (
+    ALGOS,
+    DTYPES,
+    HEAD_DIMS,
+    MAX_SEQLEN,
+    PAPER_HIDDEN,
+    KernelConfig,
+    Workload,
+)
 from . import metadata
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 2  # the compile shape's batch (the kernels take none but B x H)
-HIDDEN = 2048  # heads = HIDDEN / d, as the validation grid; and one head
 # One N per alignment class (traces.compiled.alignment): a multiple of every tile, of
 # 16 only, of neither (N % 16 = 8, so that standard's rows, padded to 8, are not either)
 SEQLENS = (1024, 1040, 1000)
@@ -51,7 +58,7 @@ ISSUE_DECIMALS = 1
 NOTES = (
     "compiled on the CPU by validate/cross_compile.py: the kernels' own launch path "
     "with a Triton driver that names the target and launches nothing",
-    f"compile shapes: batch {BATCH}, heads {HIDDEN}/d and 1; N = "
+    f"compile shapes: batch {BATCH}, heads {PAPER_HIDDEN}/d and 1; N = "
     f"{', '.join(map(str, SEQLENS))} (a multiple of every tile, of 16 only, of neither), "
     "and for the row kernels one N of each of those classes per row plan. N_q and N_kv "
     "of different classes are not compiled (the standard kernels' rows are padded to "
@@ -114,14 +121,14 @@ def selectable_cases(gpus) -> list[tuple[str, Workload, KernelConfig]]:
     cases = []
     every = itertools.product(gpus, ALGOS, ("fwd", "bwd"), HEAD_DIMS, DTYPES, (False, True))
     for gpu, algo, pass_, d, dtype, causal in every:
-        w = Workload(BATCH, HIDDEN // d, 1024, 1024, d, causal, dtype, pass_)
+        w = Workload(BATCH, PAPER_HIDDEN // d, 1024, 1024, d, causal, dtype, pass_)
         try:
             check_algo(algo, w, gpu)
         except TilesimError:
             continue
         seqlens = list(SEQLENS) + (row_plan_seqlens() if algo == "standard" else [])
         for c in selectable_configs(algo, w, gpu):
-            for heads, n in itertools.product((HIDDEN // d, 1), seqlens):
+            for heads, n in itertools.product((PAPER_HIDDEN // d, 1), seqlens):
                 shape = dataclasses.replace(w, heads=heads, seqlen_q=n, seqlen_kv=n)
                 cases.append((algo, shape, c))
     return cases

@@ -114,7 +114,7 @@ def _affordable(algo: str, w: Workload, gpu: GPU) -> bool:
         scratch += bh * n * n * (12 if w.pass_ == "bwd" else 6)  # S, P (and dP, dS) per head
     if scratch > MAX_SCRATCH_BYTES:
         return False
-    flops = 4 * bh * n * n * d * (0.5 if w.causal else 1.0) * (2.5 if w.pass_ == "bwd" else 1.0)
+    flops = w.flops()
     ctas = bh if algo == "v1" else bh * math.ceil(n / 128)
     rate = FLOOR_TFLOPS[(algo, w.pass_)] * 1e12 * min(1.0, ctas / gpu.sm_count)
     return flops / rate <= MAX_KERNEL_S
@@ -150,7 +150,7 @@ def _external_affordable(impl: str, w: Workload, gpu: GPU) -> bool:
         scratch += bh * n * (n * MATH_SCRATCH_PER_SCORE + 4 * 4 * d)  # + fp32 Q, K, V, O
     if scratch > MAX_SCRATCH_BYTES:
         return False
-    flops = 4 * bh * n * n * d * (0.5 if w.causal else 1.0)
+    flops = w.flops()
     ctas = bh * math.ceil(n / 128)
     rate = EXTERNAL_FLOOR_TFLOPS[impl] * 1e12 * min(1.0, ctas / gpu.sm_count)
     return flops / rate <= MAX_KERNEL_S

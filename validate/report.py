@@ -32,9 +32,9 @@ from pathlib import Path
 
 from ..errors import TilesimError
 from ..hwmodels import load_gpu
+from ..hwmodels.presets import base_preset_for
 from ..traces.workload import KernelConfig, Workload
 from . import schema, stats
-from .calibrate import base_preset_for
 from .grid import EXTERNAL_SCHEDULES
 from .predict import Job, predict_many
 

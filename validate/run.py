@@ -249,7 +249,7 @@ def default_presets(device_name: str) -> list[str]:
     """The datasheet preset of this GPU and its calibrated variant when one exists (a GPU
     with no datasheet preset: the one `tilesim calibrate` built for it)."""
     from ..hwmodels import list_presets
-    from .calibrate import base_preset_for, calibrated_name
+    from ..hwmodels.presets import base_preset_for, calibrated_name
     from .device import device_slug
 
     try:

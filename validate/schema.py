@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -369,3 +370,36 @@ def attention_flops(w: Workload) -> float:
 
 def ok_rows(doc: dict) -> list[dict]:
     return [row for row in doc["measurements"] if row.get("status") == "ok"]
+
+
+# -- calibrate rows ------------------------------------------------------------------
+
+
+def measurement(
+    name: str, value: float, unit: str, method: str, samples: Sequence[float] = (), **extra
+) -> dict:
+    """One raw calibration row (the schema of a ``calibrate`` results file)."""
+    row = {"name": name, "value": float(value), "unit": unit, "method": method}
+    row["samples"] = [float(s) for s in samples]
+    row.update(extra)
+    return row
+
+
+def summary_lines(rows: Sequence[dict], fmt: Callable[[dict], str] | None = None) -> list[str]:
+    """One line per measurement for the console."""
+    fmt = fmt or _fmt_row
+    return [fmt(row) for row in rows]
+
+
+def _fmt_row(row: dict) -> str:
+    unit = row["unit"]
+    value = row["value"]
+    scaled = {
+        "B/s": (1e12, "TB/s"),
+        "FLOP/s": (1e12, "TFLOP/s"),
+        "ops/s": (1e12, "Tops/s"),
+        "s": (1e-6, "us"),
+        "Hz": (1e6, "MHz"),
+    }
+    div, label = scaled.get(unit, (1.0, unit))
+    return f"{row['name']:<34} {value / div:10.3f} {label:<8} {row.get('method', '')}"

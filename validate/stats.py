@@ -12,6 +12,7 @@ ranking"), which is what ``scipy.stats.spearmanr`` computes.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -203,3 +204,10 @@ def fastest_agreement(
 def _same_length(a: Sequence, b: Sequence) -> None:
     if len(a) != len(b):
         raise TilesimError(f"length mismatch: {len(a)} values vs {len(b)}")
+
+
+def median(xs: Sequence[float]) -> float:
+    """The median of a measurement's samples; no samples is an error, not a NaN."""
+    if not xs:
+        raise TilesimError("no samples")
+    return float(statistics.median(xs))

@@ -8,7 +8,8 @@ import pytest
 
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import FLAG_FIELDS, NUMERIC_FIELDS, load_gpu, parse_set_options
-from tilesim.hwmodels.schema import FRACTIONS, KINDS
+from tilesim.hwmodels.fields import KINDS
+from tilesim.hwmodels.schema import FRACTIONS
 
 
 @pytest.fixture(scope="module")

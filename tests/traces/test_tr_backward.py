@@ -13,6 +13,7 @@ from tilesim.traces import KernelConfig, Workload, build, default_config, kept_b
 from tilesim.traces.config import named_config, smem_bytes
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
+from tilesim.traces.expr import cdiv
 from tilesim.traces.ir import Load, Mma, Store, Vector
 from tilesim.traces.standard import softmax_plan
 from tilesim.traces.tiles import padded_row
@@ -21,10 +22,6 @@ BWD_ALGOS = ("standard", "v1", "v2")
 # matmul FLOPs per (B, H, N_q, N_kv, d) of the backward schedules, non-causal:
 # standard 4 GEMMs, v1 5 (Algorithm 4), v2 4 in dK/dV + 3 in dQ (S, dP recomputed)
 BWD_FLOPS_PER_UNIT = {"standard": 8, "v1": 10, "v2": 14}
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def bwd(shape, causal=False, pass_="bwd"):

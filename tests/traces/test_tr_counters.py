@@ -9,15 +9,12 @@ from tilesim.traces import KernelConfig, Workload, build, default_config
 from tilesim.traces.config import named_config
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
+from tilesim.traces.expr import cdiv
 from tilesim.traces.ir import Load, Mma, Store, Vector
 from tilesim.traces.standard import SOFTMAX_FWD_MAX_BLOCK, SOFTMAX_MAX_BLOCK
 from tilesim.traces.tiles import padded_row
 
 ALGOS = ("standard", "v1", "v2", "v3")
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def full_flops(w: Workload) -> int:

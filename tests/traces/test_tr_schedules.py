@@ -9,13 +9,10 @@ import pytest
 from tilesim.traces import KernelConfig, Workload, build, default_config
 from tilesim.traces.config import named_config
 from tilesim.traces.expand import expand
+from tilesim.traces.expr import cdiv
 from tilesim.traces.ir import Arrive, Load, Loop, Mma, Store, Vector, Wait
 from tilesim.traces.occupancy import occupancy
 from tilesim.traces.tiles import FLASH_FP32_PER_MASKED_SCORE, FLASH_FP32_PER_SCORE
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def visible(bm, bn, n_q, m, j, shift=0):

@@ -12,12 +12,9 @@ from tilesim.simulator import simulate
 from tilesim.traces import KernelConfig, Workload, build, default_config
 from tilesim.traces.counters import counters
 from tilesim.traces.expand import expand
+from tilesim.traces.expr import cdiv
 from tilesim.traces.ir import Load, Mma, Store
 from tilesim.traces.serving import is_decode, num_splits_heuristic
-
-
-def cdiv(a, b):
-    return -(-a // b)
 
 
 def loads(trace, launch, cta, tensor):
@@ -57,6 +54,9 @@ def test_flops_follow_the_shared_convention():
     # varlen: each sequence its own length
     v = Workload(3, 4, 1, 300, 128, seqlens_kv=(100, 200, 300))
     assert v.flops() == 4 * 4 * 128 * (100 + 200 + 300)
+    # the whole product, mask or no mask: an exact int
+    assert square.dense_flops() == dataclasses.replace(square, causal=False).flops()
+    assert isinstance(w.dense_flops(), int) and w.dense_flops() == w.flops()
 
 
 def test_kv_bytes_shrink_with_the_group():

@@ -16,7 +16,7 @@ from tilesim.commands import gpu as gpu_cmd
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
-from tilesim.traces.workload import Workload
+from tilesim.traces.workload import PAPER_HIDDEN, PAPER_TOKENS, Workload
 from tilesim.validate import bench, grid, report, run, schema, summary, timing
 from tilesim.validate.predict import predict_point
 
@@ -47,7 +47,7 @@ def test_backward_grid(h200):
     for p in bwd:
         w = p.workload
         assert w.pass_ == "bwd" and w.dtype == "fp16" and p.group == "bwd"
-        assert w.batch * w.seqlen_q == grid.TOKENS and w.heads * w.head_dim == grid.HIDDEN
+        assert w.batch * w.seqlen_q == PAPER_TOKENS and w.heads * w.head_dim == PAPER_HIDDEN
         # the backward's own tiles, as the kernel runs them (smaller than the forward's)
         assert p.config == default_config(p.algo, w, h200)
         assert p.config == default_config(p.algo, w, h200)

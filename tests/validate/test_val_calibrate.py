@@ -4,6 +4,7 @@ import pytest
 
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu, write_preset
+from tilesim.hwmodels.presets import base_preset_for
 from tilesim.validate import calibrate
 from tilesim.validate.calibrate import MiB, measurement
 
@@ -155,11 +156,11 @@ def test_pick_l2_point():
 
 
 def test_base_preset_for_device_names():
-    assert calibrate.base_preset_for("NVIDIA H200") == "h200_sxm_141gb"
-    assert calibrate.base_preset_for("NVIDIA H100 80GB HBM3") == "h100_sxm5_80gb"
-    assert calibrate.base_preset_for("NVIDIA A100-SXM4-80GB") == "a100_sxm4_80gb"
+    assert base_preset_for("NVIDIA H200") == "h200_sxm_141gb"
+    assert base_preset_for("NVIDIA H100 80GB HBM3") == "h100_sxm5_80gb"
+    assert base_preset_for("NVIDIA A100-SXM4-80GB") == "a100_sxm4_80gb"
     with pytest.raises(TilesimError, match="--base"):
-        calibrate.base_preset_for("NVIDIA GeForce RTX 4090")
+        base_preset_for("NVIDIA GeForce RTX 4090")
 
 
 def _vector_row(warps, ctas, seconds, rows=64, cols=64):

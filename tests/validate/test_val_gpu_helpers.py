@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tilesim.commands import gpu as gpu_cmd
+from tilesim.commands.common import int_list
 from tilesim.errors import TilesimError
 from tilesim.traces.workload import Workload
 from tilesim.validate import bench, calibrate, schema, timing
@@ -25,11 +26,11 @@ def test_parse_impls():
 
 
 def test_parse_options():
-    assert gpu_cmd.parse_ints("512, 1024", "--seqlens", ()) == (512, 1024)
-    assert gpu_cmd.parse_ints(None, "--seqlens", (7,)) == (7,)
+    assert int_list("512, 1024", "--seqlens", ()) == (512, 1024)
+    assert int_list(None, "--seqlens", (7,)) == (7,)
     for bad in ("", "0", "a,b", "-4"):
         with pytest.raises(TilesimError, match="--seqlens"):
-            gpu_cmd.parse_ints(bad, "--seqlens", ())
+            int_list(bad, "--seqlens", ())
     assert gpu_cmd.parse_mask("both") == (False, True)
     with pytest.raises(TilesimError, match="--mask"):
         gpu_cmd.parse_mask("half")

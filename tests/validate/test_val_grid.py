@@ -6,6 +6,7 @@ from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces import Workload
 from tilesim.traces.config import default_config, named_config
+from tilesim.traces.workload import PAPER_HIDDEN, PAPER_TOKENS
 from tilesim.validate import grid
 
 
@@ -46,8 +47,8 @@ def test_validate_grid_on_h200_covers_every_point():
     assert fp8 and {p.algo for p in fp8} == {"v3"}
     for p in points:
         w = p.workload
-        assert w.batch * w.seqlen_q == grid.TOKENS
-        assert w.heads * w.head_dim == grid.HIDDEN
+        assert w.batch * w.seqlen_q == PAPER_TOKENS
+        assert w.heads * w.head_dim == PAPER_HIDDEN
         assert w.seqlen_q == w.seqlen_kv
         assert w.dtype == p.group
         assert p.config == default_config(p.algo, w, gpu)  # what the Triton kernel runs

@@ -16,7 +16,7 @@ from ..atomic import check_writable
 from ..errors import TilesimError, shown
 from ..hwmodels import GPU, load_gpu, parse_set_options
 from ..simulator.prediction import BOUNDS
-from ..traces.workload import Workload, default_seqlen_kv
+from ..traces.workload import HEAD_DIMS, Workload, default_seqlen_kv
 
 console = Console()
 err_console = Console(stderr=True)
@@ -137,9 +137,14 @@ def workers_of(jobs: int | None, option: str = "--jobs") -> int:
     return jobs
 
 
-def int_list(text: str, option: str) -> list[int]:
-    """``"512, 1024,"`` -> [512, 1024]: positive integers, comma-separated (empty items
-    skipped); one line naming the option otherwise."""
+def int_list(
+    text: str | None, option: str, default: tuple[int, ...] | None = None
+) -> tuple[int, ...]:
+    """``"512, 1024,"`` -> (512, 1024): positive integers, comma-separated (empty items
+    skipped); one line naming the option otherwise. ``default`` when the option is unset
+    (``text`` None)."""
+    if text is None and default is not None:
+        return default
     values = []
     for part in text.split(","):
         part = part.strip()
@@ -154,7 +159,18 @@ def int_list(text: str, option: str) -> list[int]:
         values.append(value)
     if not values:
         raise TilesimError(f"{option}: no value given")
-    return values
+    return tuple(values)
+
+
+def head_dim_list(text: str | None, default: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """``--head-dims``: `int_list`, each one a head dim the kernels support."""
+    ds = int_list(text, "--head-dims", default)
+    for d in ds:
+        if d not in HEAD_DIMS:
+            raise TilesimError(
+                f"--head-dims: {d} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})"
+            )
+    return ds
 
 
 def check_output(path: Path | None, option: str, suffixes=None) -> Path | None:
@@ -184,7 +200,7 @@ def workload_from_options(
 ) -> Workload:
     """The `Workload` of the shared workload options (``--seqlen-kv`` defaults to ``-n``,
     or to the longest of ``--seqlens-kv``)."""
-    lens = None if seqlens_kv is None else tuple(int_list(seqlens_kv, "--seqlens-kv"))
+    lens = None if seqlens_kv is None else int_list(seqlens_kv, "--seqlens-kv")
     return Workload(
         batch=batch,
         heads=heads,

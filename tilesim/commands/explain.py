@@ -354,8 +354,8 @@ def measured_points(
     Given paths are read (a bad file is an error); without them the committed
     ``validate/results/*.json`` are searched and unreadable ones skipped.
     """
+    from ..hwmodels.presets import base_preset_for
     from ..validate import schema
-    from ..validate.calibrate import base_preset_for
 
     explicit = paths is not None
     if not explicit:
@@ -589,7 +589,7 @@ def whatif(
 
 
 def _print_sweep(result) -> None:
-    from ..explain import fmt_time
+    from ..explain.fmt import fmt_time
 
     table = Table(title=f"What if: {result.gpu}", box=box.SIMPLE)
     keys = [v.key for v in result.varies]

@@ -18,8 +18,17 @@ import typer
 from rich.table import Table
 
 from ..errors import TilesimError, shown
+from ..hwmodels.presets import base_preset_for, calibrated_name
 from ..validate.calibrate import STEPS as CALIBRATION_STEPS
-from .common import JsonOpt, check_output, console, int_list, print_json, workers_of
+from .common import (
+    JsonOpt,
+    check_output,
+    console,
+    head_dim_list,
+    int_list,
+    print_json,
+    workers_of,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
 
@@ -74,11 +83,6 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def parse_ints(text: str | None, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    """``"512,1024"`` -> (512, 1024) (`int_list`); ``default`` when the option is unset."""
-    return default if text is None else tuple(int_list(text, option))
-
-
 MAX_TIMING_MS = 60_000  # a minute of do_bench per point is already days over a grid
 
 
@@ -98,18 +102,6 @@ def check_draw(seed: int, count: int, limit: int) -> None:
         raise TilesimError(f"--seed must be within [0, 2^63), got {shown(seed)}")
     if not 1 <= count <= limit:
         raise TilesimError(f"--points must be between 1 and {limit}, got {shown(count)}")
-
-
-def parse_head_dims(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
-    from ..traces.workload import HEAD_DIMS
-
-    ds = parse_ints(text, "--head-dims", default)
-    for d in ds:
-        if d not in HEAD_DIMS:
-            raise TilesimError(
-                f"--head-dims: {d} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})"
-            )
-    return ds
 
 
 def parse_mask(text: str) -> tuple[bool, ...]:
@@ -232,7 +224,7 @@ def calibrate(
     doc["measurements"] = rows
     results = out or _default_out("-calibrate")
     schema.save_results(doc, results)
-    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
+    target = preset_out or preset_path(calibrated_name(base_gpu.name))
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta['date']} "
         f"({device}, {len(rows)} micro-benchmarks; raw figures in {results.name}).\n"
@@ -264,13 +256,12 @@ def _base_for(device: str, base: str | None):
     tilesim knows, or, for one it does not, a preset from its device properties (name
     None: it has no file to overlay)."""
     from ..hwmodels import load_gpu
-    from ..validate import calibrate as cal
 
     if base:
         gpu = load_gpu(base)
         return gpu, gpu.name
     try:
-        gpu = load_gpu(cal.base_preset_for(device))
+        gpu = load_gpu(base_preset_for(device))
         return gpu, gpu.name
     except TilesimError:
         import torch
@@ -331,7 +322,7 @@ def _derive_from(
         if recorded is not None and not isinstance(recorded, str):
             raise TilesimError(f"{first}: metadata.base_preset must be a preset name")
         try:
-            base_gpu = load_gpu(recorded or cal.base_preset_for(device))
+            base_gpu = load_gpu(recorded or base_preset_for(device))
         except TilesimError as exc:
             raise TilesimError(f"{first}: metadata.base_preset: {exc}") from None
     gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta.get("date", ""))
@@ -339,7 +330,7 @@ def _derive_from(
     if transfer_to is not None:
         _write_transferred(gpu, transfer_to, meta.get("date", ""), names, preset_out, json_out)
         return
-    target = preset_out or preset_path(cal.calibrated_name(base_gpu.name))
+    target = preset_out or preset_path(calibrated_name(base_gpu.name))
     header = (
         f"{gpu.display_name}: measured by `tilesim calibrate` on {meta.get('date', '?')} "
         f"({device or '?'}, {len(rows)} micro-benchmarks; raw figures in {names}).\n"
@@ -435,8 +426,8 @@ def bench(
     from ..validate import grid
     from ..validate.timing import require_cuda
 
-    ns = parse_ints(seqlens, "--seqlens", grid.BENCH_SEQLENS)
-    ds = parse_head_dims(head_dims, (128, 64))
+    ns = int_list(seqlens, "--seqlens", grid.BENCH_SEQLENS)
+    ds = head_dim_list(head_dims, (128, 64))
     masks = parse_mask(mask)
     which = parse_bench_pass(pass_)
     check_timing(warmup_ms, rep_ms, time_budget_s)
@@ -477,7 +468,6 @@ def bench(
         import torch
 
         from ..hwmodels import load_gpu
-        from ..validate.calibrate import base_preset_for
         from ..validate.random_set import external_shapes
 
         gpu = load_gpu(base_preset_for(torch.cuda.get_device_name(0)))
@@ -581,8 +571,8 @@ def validate(
     for a in chosen:
         if a not in ALGOS:
             raise TilesimError(f"unknown algorithm {a!r} (choose from {', '.join(ALGOS)})")
-    ns = parse_ints(seqlens, "--seqlens", (1024, 4096) if quick else grid.VALIDATE_SEQLENS)
-    ds = parse_head_dims(head_dims, (128,) if quick else grid.HEAD_DIMS)
+    ns = int_list(seqlens, "--seqlens", (1024, 4096) if quick else grid.VALIDATE_SEQLENS)
+    ds = head_dim_list(head_dims, (128,) if quick else grid.HEAD_DIMS)
     masks = parse_mask(mask)
     passes = parse_validate_pass(pass_)
     if grid_name not in ("grid", "random", "serving"):
@@ -601,8 +591,6 @@ def validate(
     _check_out(out)
     require_cuda("validate")
     import torch
-
-    from ..validate.calibrate import base_preset_for
 
     device = torch.cuda.get_device_name(0)
     gpu = load_gpu(base_preset_for(device))

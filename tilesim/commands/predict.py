@@ -28,7 +28,14 @@ from ..traces import build
 from ..traces.compiled import DEFAULT as DEFAULT_PROFILE
 from ..traces.config import check_algo, describe_config
 from ..traces.files import load
-from ..traces.workload import ALGOS, HEAD_DIMS, Workload
+from ..traces.workload import (
+    ALGOS,
+    PAPER_HIDDEN,
+    PAPER_TOKENS,
+    Workload,
+    paper_batch_heads,
+)
+from ..units import fmt_bytes
 from .common import (
     BOUND_HELP,
     DEFAULT_BATCH,
@@ -56,6 +63,7 @@ from .common import (
     console,
     err_console,
     gpu_from_options,
+    head_dim_list,
     int_list,
     print_json,
     serving_options,
@@ -82,8 +90,6 @@ from .trace import (
 MAX_TIMELINE_SMS = 4096  # the most SMs a GPU preset may have
 DEFAULT_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 DEFAULT_HEAD_DIMS = (64, 128)
-DEFAULT_TOKENS = 16384
-DEFAULT_HIDDEN = 2048
 
 FidelityOpt = Annotated[
     str, typer.Option("--fidelity", help="fast (coalesced steady state) or detailed (every step).")
@@ -428,10 +434,10 @@ def compare_cmd(
     ] = None,
     tokens: Annotated[
         int, typer.Option("--tokens", help="Tokens per batch: batch = tokens / N.")
-    ] = DEFAULT_TOKENS,
+    ] = PAPER_TOKENS,
     hidden: Annotated[
         int, typer.Option("--hidden", help="H x d: heads = hidden / d.")
-    ] = DEFAULT_HIDDEN,
+    ] = PAPER_HIDDEN,
     causal: CausalOpt = False,
     dtype: DtypeOpt = DEFAULT_DTYPE,
     pass_: PassOpt = "fwd",
@@ -450,12 +456,7 @@ def compare_cmd(
     _check_fidelity(fidelity)
     hw = gpu_from_options(gpu, sets)
     ns = int_list(seqlens, "--seqlens")
-    ds = int_list(head_dims, "--head-dims")
-    for d in ds:
-        if d not in HEAD_DIMS:
-            raise TilesimError(
-                f"--head-dims: {d} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})"
-            )
+    ds = head_dim_list(head_dims)
     explicit = algos is not None
     names = [a.strip().lower() for a in algos.split(",") if a.strip()] if explicit else list(ALGOS)
     if not names:
@@ -514,7 +515,8 @@ def compare_grid(
         for n in ns:
             if tokens % n or tokens < n:
                 raise TilesimError(f"--tokens {tokens} is not a multiple of seqlen {n}")
-            w = Workload(tokens // n, hidden // d, n, n, d, causal=causal, dtype=dtype, pass_=pass_)
+            batch, heads = paper_batch_heads(n, d, tokens, hidden)
+            w = Workload(batch, heads, n, n, d, causal=causal, dtype=dtype, pass_=pass_)
             for a in algos:
                 try:
                     check_algo(a, w, hw)
@@ -597,14 +599,6 @@ def fmt_time(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds * 1e6:.1f} µs"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            v = n / scale
-            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
-    return f"{n:.0f} B"
 
 
 __all__ = ["compare_grid", "compare_rows", "register"]

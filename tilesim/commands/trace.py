@@ -24,6 +24,7 @@ from ..traces.files import SUFFIX, save, to_dict
 from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Op, Store, Trace, Vector, Wait
 from ..traces.occupancy import occupancy
 from ..traces.workload import ALGOS, KernelConfig, Workload
+from ..units import fmt_bytes
 from .common import (
     DEFAULT_BATCH,
     DEFAULT_DTYPE,
@@ -347,24 +348,20 @@ def _print_counters(c) -> None:
         ("matmul FLOPs", f"{c.matmul_flops:.4g}"),
         ("exp count", f"{c.exp_count:.4g}"),
         ("other FP32 ops", f"{c.fp32_ops:.4g}"),
-        ("HBM bytes, compulsory", _bytes(c.compulsory_hbm_bytes)),
-        ("HBM bytes, no reuse", _bytes(c.no_reuse_hbm_bytes)),
-        ("  read / written", f"{_bytes(c.no_reuse_read_bytes)} / {_bytes(c.no_reuse_write_bytes)}"),
+        ("HBM bytes, compulsory", fmt_bytes(c.compulsory_hbm_bytes)),
+        ("HBM bytes, no reuse", fmt_bytes(c.no_reuse_hbm_bytes)),
+        (
+            "  read / written",
+            f"{fmt_bytes(c.no_reuse_read_bytes)} / {fmt_bytes(c.no_reuse_write_bytes)}",
+        ),
     ]
     for tensor, nbytes in c.read_bytes_by_tensor.items():
-        rows.append((f"  {tensor} loads", _bytes(nbytes)))
+        rows.append((f"  {tensor} loads", fmt_bytes(nbytes)))
     for tensor, nbytes in c.write_bytes_by_tensor.items():
-        rows.append((f"  {tensor} stores", _bytes(nbytes)))
+        rows.append((f"  {tensor} stores", fmt_bytes(nbytes)))
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3f} {unit}"
-    return f"{n} B"
 
 
 def _program_tree(launch: Launch) -> Tree:

@@ -11,145 +11,36 @@ written into the text.
 
 The explanation is data first (`build_explanation` -> `Explanation`: sections,
 each with its prose and the numbers the prose cites, plus the side-by-side
-table). The sections are written in `tilesim.explain_algorithms` (the shape, standard
-attention, v1, v2, v3) and `tilesim.explain_limits` (decode, short sequences, wide
-heads, what FlashAttention is not); `tilesim.explain_render` renders the result for
-the terminal and as Markdown, and `Explanation.to_dict` is the ``--json`` output.
+table; the types in `story`). This module gathers the runs and assembles the story;
+the sections are written in `algorithms` (the shape, standard attention, v1, v2, v3)
+and `limits` (decode, short sequences, wide heads, what FlashAttention is not);
+`tilesim.explain_render` renders the result for the terminal and as Markdown, and
+`Explanation.to_dict` is the ``--json`` output.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from .errors import TilesimError
-from .hwmodels.gpu import GPU
-from .runner import Job, run_jobs
-from .traces import build, default_config
-from .traces.config import check_algo, named_config
-from .traces.ir import Load, Loop, Trace
-from .traces.workload import Workload
-from .whatif import default_batch_heads
-
-if TYPE_CHECKING:
-    from .traces.counters import Counters  # numpy: imported where counters are counted
-
-NAMES = {
-    "standard": "standard attention",
-    "v1": "FlashAttention v1",
-    "v2": "FlashAttention-2",
-    "v3": "FlashAttention-3",
-    "v3_fp8": "FlashAttention-3 (fp8)",
-}
-DECODE_KV = (8192, 32768)  # KV-cache lengths of the decode scenario
-PAGE_ROWS = 16  # rows of K/V per page of the decode section's paged cache (vLLM's default)
-PAGE_ENTRY_BYTES = 4  # one int32 page-table entry
-SHORT_SEQLEN = 128  # the launch-bound scenario: one short sequence
-WIDE_HEAD_DIM = 256  # the head dim whose tiles crowd shared memory
-OWN_TENSORS = ("Q", "K", "V", "O")  # inputs and output; anything else is extra memory
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    paragraphs: list[str]
-    numbers: dict  # every figure the paragraphs cite, unrounded
-
-    def to_dict(self) -> dict:
-        return {
-            "key": self.key,
-            "title": self.title,
-            "paragraphs": list(self.paragraphs),
-            "numbers": dict(self.numbers),
-        }
-
-
-@dataclass
-class Explanation:
-    gpu: str
-    gpu_display: str
-    workload: dict
-    sections: list[Section]
-    table: list[dict]  # one row per algorithm, the side-by-side comparison
-    errors: dict = field(default_factory=dict)  # run -> why it has no prediction
-
-    def section(self, key: str) -> Section:
-        for s in self.sections:
-            if s.key == key:
-                return s
-        raise KeyError(key)
-
-    def to_dict(self) -> dict:
-        return {
-            "gpu": self.gpu,
-            "gpu_display": self.gpu_display,
-            "workload": dict(self.workload),
-            "sections": [s.to_dict() for s in self.sections],
-            "table": list(self.table),
-            "errors": dict(self.errors),
-        }
-
-
-# -- formatting -----------------------------------------------------------------------
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
-def fmt_time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
-
-
-def fmt_x(r: float) -> str:
-    return f"{r:.2f}x" if r < 10 else f"{r:.0f}x"
-
-
-def fmt_speed(time_s: float, other_s: float, other: str) -> str:
-    """``1.46x faster than v2`` / ``1.10x slower than v2`` / ``as fast as v2``."""
-    r = other_s / time_s
-    if abs(r - 1) < 0.005:
-        return f"as fast as {other}"
-    return f"{fmt_x(r)} faster than {other}" if r > 1 else f"{fmt_x(1 / r)} slower than {other}"
-
-
-def fmt_pct(r: float) -> str:
-    if 0 < r < 0.005:
-        return "<1%"
-    return f"{100 * r:.0f}%"
-
-
-def fmt_si(n: float) -> str:
-    """A count with an SI prefix, 3 significant digits: 83.9 M, 1.07 G."""
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f}"
-
-
-def fmt_count(n: float) -> str:
-    return f"{n:,.0f}"
-
-
-# -- the runs the story cites --------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    algo: str
-    workload: Workload
-    trace: Trace | None = None
-    counters: Counters | None = None
-    pred: object = None  # Prediction
-    error: str | None = None
+from ..errors import TilesimError
+from ..hwmodels.gpu import GPU
+from ..runner import Job, run_jobs
+from ..traces import build, default_config
+from ..traces.config import check_algo, named_config
+from ..traces.workload import Workload
+from ..whatif import default_batch_heads
+from . import algorithms, limits
+from .story import (
+    DECODE_KV,
+    NAMES,
+    SHORT_SEQLEN,
+    WIDE_HEAD_DIM,
+    Explanation,
+    Run,
+    Section,
+    Story,
+    extra_tensors,
+    score_traffic,
+    uses_tma,
+)
 
 
 def main_workload(
@@ -250,7 +141,7 @@ def gather(
     fidelity: str = "fast",
 ) -> dict[str, Run]:
     """Every prediction the story needs, with its trace and counters."""
-    from .traces.counters import counters
+    from ..traces.counters import counters  # numpy: imported where counters are counted
 
     plan = _plan(gpu, w)
     runs: dict[str, Run] = {}
@@ -298,9 +189,6 @@ def build_explanation(
     for key in ("standard", "v2"):
         if runs[key].pred is None:
             raise TilesimError(f"cannot explain this shape: {key} fails: {runs[key].error}")
-    from . import explain_algorithms as algorithms
-    from . import explain_limits as limits
-
     story = Story(gpu, runs)
     sections = [
         algorithms.setup(story),
@@ -323,66 +211,6 @@ def build_explanation(
     )
 
 
-def tensor_bytes(trace: Trace) -> dict[str, int]:
-    return {t.name: t.nbytes for t in trace.tensors}
-
-
-def _extra_tensors(trace: Trace) -> dict[str, int]:
-    return {k: v for k, v in tensor_bytes(trace).items() if k not in OWN_TENSORS}
-
-
-NXN_TENSORS = ("S", "P", "dP", "dS")  # the N x N matrices: forward's and backward's
-
-
-def score_traffic(c: Counters) -> int:
-    """Bytes of the N x N matrices (S, P; dP, dS in a backward) through HBM, as the trace
-    moves them."""
-    return sum(
-        c.read_bytes_by_tensor.get(t, 0) + c.write_bytes_by_tensor.get(t, 0) for t in NXN_TENSORS
-    )
-
-
-def uses_tma(trace: Trace) -> int:
-    def count(ops) -> int:
-        n = 0
-        for op in ops:
-            if isinstance(op, Load) and op.tma:
-                n += 1
-            elif isinstance(op, Loop):
-                n += count(op.body)
-        return n
-
-    return sum(count(r.ops) for launch in trace.launches for r in launch.program.roles)
-
-
-class Story:
-    """What every section reads: the GPU, the runs, the main shape and its peak."""
-
-    def __init__(self, gpu: GPU, runs: dict[str, Run]) -> None:
-        self.gpu = gpu
-        self.runs = runs
-        self.w = runs["standard"].workload
-        self.hopper = gpu.has_tma and gpu.has_wgmma
-        self.path = default_config("v2", self.w, gpu).mma_path
-        self.peak = gpu.peak_tensor_flops(self.w.dtype, self.path)
-        self.ridge = gpu.ridge_point_flop_per_byte(self.w.dtype, self.path)
-
-    def p(self, name: str):
-        return self.runs[name].pred
-
-    def missing(self, key: str, title: str, names: tuple[str, ...]) -> Section | None:
-        bad = [n for n in names if self.runs.get(n) is None or self.runs[n].pred is None]
-        if not bad:
-            return None
-        why = "; ".join(f"{n}: {self.runs[n].error}" for n in bad if n in self.runs)
-        return Section(
-            key,
-            title,
-            [f"Not predicted on this GPU and shape ({why})."],
-            {"errors": {n: self.runs[n].error for n in bad if n in self.runs}},
-        )
-
-
 # -- the side-by-side table ------------------------------------------------------------
 
 
@@ -398,7 +226,7 @@ def _table(st: Story) -> list[dict]:
             continue
         p, trace = run.pred, run.trace
         cfg = trace.config
-        extra = _extra_tensors(trace)
+        extra = extra_tensors(trace)
         features = [cfg["mma_path"]]
         if uses_tma(trace):
             features.append("TMA")
@@ -426,3 +254,16 @@ def _table(st: Story) -> list[dict]:
         )
         rows.append(row)
     return rows
+
+
+__all__ = [
+    "DECODE_KV",
+    "SHORT_SEQLEN",
+    "Explanation",
+    "Run",
+    "Section",
+    "Story",
+    "build_explanation",
+    "gather",
+    "main_workload",
+]

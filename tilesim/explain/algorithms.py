@@ -6,22 +6,11 @@ returns a `Section` whose prose cites only numbers it also stores.
 
 from __future__ import annotations
 
-from .errors import TilesimError
-from .explain import (
-    OWN_TENSORS,
-    Section,
-    Story,
-    fmt_bytes,
-    fmt_pct,
-    fmt_si,
-    fmt_speed,
-    fmt_time,
-    fmt_x,
-    score_traffic,
-    tensor_bytes,
-    uses_tma,
-)
-from .traces.config import check_algo
+from ..errors import TilesimError
+from ..traces.config import check_algo
+from ..units import fmt_bytes
+from .fmt import fmt_pct, fmt_si, fmt_speed, fmt_time, fmt_x
+from .story import OWN_TENSORS, Section, Story, score_traffic, tensor_bytes, uses_tma
 
 
 def _passes_note(passes: float) -> str:
@@ -33,7 +22,7 @@ def _passes_note(passes: float) -> str:
 def setup(st: Story) -> Section:
     w, gpu = st.w, st.gpu
     flops = st.runs["v2"].counters.matmul_flops
-    closed = 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
+    closed = w.dense_flops()
     mask = "causal" if w.causal else "non-causal"
     nums = {
         "batch": w.batch,

@@ -7,18 +7,8 @@ algorithm. Each function reads a `Story` and returns a `Section`.
 
 from __future__ import annotations
 
-from .explain import (
-    DECODE_KV,
-    PAGE_ENTRY_BYTES,
-    PAGE_ROWS,
-    Section,
-    Story,
-    fmt_pct,
-    fmt_si,
-    fmt_speed,
-    fmt_time,
-    fmt_x,
-)
+from .fmt import fmt_pct, fmt_si, fmt_speed, fmt_time, fmt_x
+from .story import DECODE_KV, PAGE_ENTRY_BYTES, PAGE_ROWS, Section, Story
 
 
 def decode(st: Story) -> Section:
@@ -257,7 +247,7 @@ def is_not(st: Story) -> Section:
     flops = {a: st.runs[a].counters.matmul_flops for a in algos}
     exps = {a: st.runs[a].counters.exp_count for a in algos}
     w = st.w
-    closed = 4 * w.batch * w.heads * w.seqlen_q * w.seqlen_kv * w.head_dim
+    closed = w.dense_flops()
     s, p2 = st.p("standard"), st.p("v2")
     nums = {
         "matmul_flops": flops,
