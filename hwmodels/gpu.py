@@ -211,7 +211,7 @@ class GPU:
         ``name`` is given; ``sources`` replaces the "what-if" source text of the
         changed fields (``tilesim calibrate`` records its measurements that way).
         """
-        from .overrides import apply_overrides  # overrides imports this module
+        from .overrides import apply_overrides
 
         out = apply_overrides(self, mapping, sources=sources, name=name)
         if out.clock_max_hz > 0 and not any(k.startswith("clock_") for k in mapping):
