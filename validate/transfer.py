@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS
 from ..hwmodels.presets import load_gpu
+from ..hwmodels.schema import CLOCK_FIELDS
 
 TRANSFERRED_SUFFIX = ".transferred"
 
@@ -56,14 +57,7 @@ SM_SIDE = (
     "l2_hit_latency_95_cycles",
     "l2_bandwidth_Bps",
     "launch_overhead_s",
-    "clock_max_hz",
-    "clock_power_per_GHz",
-    "clock_power_fp16_per_PFLOPs",
-    "clock_power_bf16_per_PFLOPs",
-    "clock_power_fp8_per_PFLOPs",
-    "clock_power_l2_per_10TBps",
-    "clock_power_hbm_per_10TBps",
-    "clock_power_fp32_per_10Tops",
+    *CLOCK_FIELDS,  # the die's power model, its HBM share assumed (WHY)
 )
 # Why each transferred figure carries over, where it needs more than "same SM".
 WHY = {

@@ -21,9 +21,8 @@ import time
 
 import torch
 import triton
-import triton.language as tl
 
-from tilesim.validate import metadata, microbench, timing
+from tilesim.validate import metadata, microbench, power_bench, timing
 
 BM, BN, BK = 128, 128, 64
 L2_TILES = 32  # streamed tiles in the L2-resident buffer (32 x 2 x 16 KiB = 1 MiB, fp16)
@@ -31,37 +30,8 @@ HBM_TILES = 8192  # ... in the HBM-sized one (256 MiB fp16: four L2s)
 LAUNCH_S = 2e-3
 
 
-def _dot_loop_src(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    iters,
-    fma,
-    n_tiles,
-    STREAM: tl.constexpr,
-    BM: tl.constexpr,
-    BN: tl.constexpr,
-    BK: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    rm = tl.arange(0, BM)
-    rn = tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    v = tl.zeros((BM,), dtype=tl.float32) + pid.to(tl.float32)
-    for i in range(iters):
-        if STREAM:
-            t = ((i * tl.num_programs(0) + pid) % n_tiles).to(tl.int64)
-            a = tl.load(a_ptr + t * BM * BK + rm[:, None] * BK + rk[None, :])
-            b = tl.load(b_ptr + t * BK * BN + rk[:, None] * BN + rn[None, :])
-        acc = tl.dot(a, b, acc)
-        for _ in range(fma):
-            v = v * 0.999 + 0.001
-    tl.store(c_ptr + pid * BM * BN + rm[:, None] * BN + rn[None, :], acc + v[:, None])
-
-
+# the tl.dot loop this probe ran is calibrate's power step's (same source)
+_dot_loop_src = power_bench._dot_loop_src
 _dot_loop = triton.jit(_dot_loop_src)
 _dot_loop_sync = triton.jit(_dot_loop_src)  # compiled with DISABLE_MMA_V3=1
 
