@@ -255,6 +255,11 @@ def _pool(payloads: dict, workers: int) -> Iterator[tuple[str, dict]]:
         for process in list(getattr(ex, "_processes", {}).values()):
             process.terminate()
         ex.shutdown(wait=False, cancel_futures=True)
+        # let its manager thread finish closing its wakeup pipe now: at exit, Python 3.11's
+        # concurrent.futures writes to that pipe and races the close ("Bad file descriptor")
+        manager = getattr(ex, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=5)
         raise
     else:
         ex.shutdown(wait=True)
