@@ -1,9 +1,8 @@
 """The SM clock a launch runs at under load, from a power model of its work per second.
 
-The H200's own cycle counters ran a launch with MMAs below the clock nvidia-smi
-reported, the more so the harder it worked (1,484 MHz for v3 fp16 d128, ~1,800 for a
-dependent tl.dot chain), and launches without MMAs at the full 1,980 MHz whatever they
-streamed. So, where the preset has the model (``GPU.clock_max_hz`` > 0): a launch
+The SMs' own cycle counters run a launch with MMAs below the clock nvidia-smi reports,
+the more so the harder it works, and a launch without MMAs at the full clock whatever it
+streams (docs/model.md). So, where the preset has the model (``GPU.clock_max_hz`` > 0): a launch
 without MMAs runs at ``clock_max_hz``; one with MMAs at the highest clock f, at most
 ``tensor_clock_ratio x clock_max_hz``, at which
 

@@ -4,8 +4,10 @@ The trace is checked first (`traces.files.validate`: a malformed trace or one
 this GPU cannot run is a one-line error before any simulation). Then one SimPy
 environment runs the launches one after another, each preceded by the GPU's
 launch overhead; the L2 keeps its contents from one launch to the next (a
-tile written by one kernel can hit in the next), and starts cold. Time is SM
-cycles throughout; seconds only in the `Prediction`.
+tile written by one kernel can hit in the next), and starts cold. Where the GPU
+has a clock model (`clock.py`) that runs twice: at each launch's ceiling clock,
+to read its work, then at the clock that work gives it. Time is SM cycles
+throughout; seconds only in the `Prediction`.
 """
 
 from __future__ import annotations
@@ -74,8 +76,11 @@ def _simulate(
     _check_duration(trace, gpu, analytic)
     compiled = _compile(trace)  # every launch planned before any simulation: errors first
     tl_args = (timeline_sms, timeline_window_s, timeline_bin_s) if timeline else None
-    runs, events, tl = _run(trace, gpu, compiled, steps, fidelity, tl_args, None)
+    twice = clock.modelled(gpu)  # the first run only reads the launches' work: no timeline
+    runs, events, tl = _run(trace, gpu, compiled, steps, fidelity, None if twice else tl_args, None)
     speeds = _modelled_speeds(gpu, runs)
+    if twice and timeline and speeds is None:  # nothing slowed: the timeline at the ceilings
+        speeds = [run.speed for run in runs]
     if speeds is not None:  # the clock model slowed a launch: all again, each at its clock
         _release(runs, compiled)
         compiled = _compile(trace)
