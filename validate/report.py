@@ -590,7 +590,7 @@ def _clock_basis(summary: dict) -> str:
     """The clock the points were predicted at, in words (the counted share, and how far
     the counters ran below nvidia-smi's reading)."""
     if summary.get("sm_clock") != "measured":
-        return "the preset's SM clock"
+        return "the preset's clock (its clock model where it has one: what predict uses)"
     counted = summary.get("clock_counted")
     if not counted:
         return "the SM clock nvidia-smi read while each point was timed"

@@ -74,8 +74,8 @@ def report(
         bool,
         typer.Option(
             "--preset-clock",
-            help="Predict at the preset's SM clock instead of the clock read while each "
-            "point was timed.",
+            help="Predict at the preset's clock (its clock model where it has one: what "
+            "predict uses) instead of the clock read while each point was timed.",
         ),
     ] = False,
     update_baseline: Annotated[
