@@ -26,6 +26,8 @@ LATENCY_FIELDS = (
 )
 # Busy fractions at which the loaded latencies are given.
 LOADED_LATENCY_POINTS = (0.5, 0.75, 0.95)
+# Write shares of a stream's bytes at which the HBM's mixed bandwidth is measured.
+HBM_MIX_POINTS = (0.25, 0.5, 0.75, 0.9)
 
 
 def interpolate(curve, x: float) -> float:
@@ -121,6 +123,14 @@ class GPU:
     hbm_bandwidth_Bps: float  # datasheet peak
     hbm_read_efficiency: float  # achievable fraction of peak when reading
     hbm_write_efficiency: float  # achievable fraction of peak when writing
+    # ... by a stream whose bytes are 25 / 50 / 75 / 90% writes: DRAM turns its bus
+    # around between reads and writes, and a mix is slower than either alone. The
+    # engine interpolates the time per byte between these points (simulator/memory.py).
+    # 0: not measured (a mix costs what its reads and writes cost alone).
+    hbm_mix_25_efficiency: float
+    hbm_mix_50_efficiency: float
+    hbm_mix_75_efficiency: float
+    hbm_mix_90_efficiency: float
     hbm_latency_cycles: float  # load-to-use latency of a miss, SM cycles (idle HBM)
     # ... while the HBM is busy 50 / 75 / 95% of the time (DRAM queues, bank conflicts)
     hbm_latency_50_cycles: float
@@ -263,6 +273,17 @@ class GPU:
         points = [(0.0, getattr(self, f"{base}_cycles"))]
         for u in LOADED_LATENCY_POINTS:
             points.append((u, getattr(self, f"{base}_{round(100 * u)}_cycles")))
+        return tuple(points)
+
+    def hbm_mix_curve(self) -> tuple[tuple[float, float], ...]:
+        """((write share of the bytes, fraction of peak), ...) from all reads (0) to all
+        writes (1), through the measured ``hbm_mix`` points (those at 0 are left out)."""
+        points = [(0.0, self.hbm_read_efficiency)]
+        for w in HBM_MIX_POINTS:
+            eff = getattr(self, f"hbm_mix_{round(100 * w)}_efficiency")
+            if eff > 0:
+                points.append((w, eff))
+        points.append((1.0, self.hbm_write_efficiency))
         return tuple(points)
 
     def tile_extra_curve(self) -> tuple[tuple[float, float], ...]:

@@ -73,8 +73,9 @@ def apply_overrides(
     for key in sorted(mapping):
         if key not in settable:
             raise TilesimError(
-                f"unknown hardware key {key!r}{suggest(key, settable)}; settable keys: "
-                f"{', '.join(numeric)}; flags: {', '.join(flags)}"
+                f"unknown hardware key {key!r}{suggest(key, settable)}; settable keys: the "
+                f"{len(numeric)} numeric fields `tilesim hw show` lists (e.g. sm_count, "
+                f"hbm_bandwidth_Bps, l2_bytes) and the flags {', '.join(flags)}"
             )
         value, label = _new_value(gpu, key, kinds[key], mapping[key])
         changes[key] = value

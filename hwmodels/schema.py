@@ -38,9 +38,17 @@ CLOCK_FIELDS = (
     "clock_power_fp32_per_10Tops",
 )
 
+# The HBM's bandwidth under a mix of reads and writes (GPU.hbm_mix_curve).
+HBM_MIX_FIELDS = (
+    "hbm_mix_25_efficiency",
+    "hbm_mix_50_efficiency",
+    "hbm_mix_75_efficiency",
+    "hbm_mix_90_efficiency",
+)
+
 # Zero means "this GPU has no such instruction path" (A100: no wgmma, no fp8), or (the
 # CTA turnaround and dispatch, the tile latency beyond one load's, the SM's store port)
-# "not modelled".
+# "not modelled", or (the HBM mix points) "not measured".
 ZERO_ALLOWED = frozenset(
     {
         "tensor_fp16_wgmma_flop_per_clk_per_sm",
@@ -52,11 +60,14 @@ ZERO_ALLOWED = frozenset(
         "hbm_tile_extra_2KiB_cycles",
         "hbm_tile_extra_8KiB_cycles",
         "store_bandwidth_B_per_clk_per_sm",
+        *HBM_MIX_FIELDS,
         *CLOCK_FIELDS,
     }
 )
 # Fractions of a peak: a value above 1 would beat the datasheet.
-FRACTIONS = frozenset({"hbm_read_efficiency", "hbm_write_efficiency", "tensor_clock_ratio"})
+FRACTIONS = frozenset(
+    {"hbm_read_efficiency", "hbm_write_efficiency", *HBM_MIX_FIELDS, "tensor_clock_ratio"}
+)
 
 UNITS: dict[str, str] = {
     "name": "",
@@ -100,6 +111,10 @@ UNITS: dict[str, str] = {
     "hbm_bandwidth_Bps": "B/s",
     "hbm_read_efficiency": "of peak",
     "hbm_write_efficiency": "of peak",
+    "hbm_mix_25_efficiency": "of peak",
+    "hbm_mix_50_efficiency": "of peak",
+    "hbm_mix_75_efficiency": "of peak",
+    "hbm_mix_90_efficiency": "of peak",
     "hbm_latency_cycles": "SM cycles",
     "hbm_latency_50_cycles": "SM cycles",
     "hbm_latency_75_cycles": "SM cycles",
@@ -191,6 +206,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hbm_bandwidth_Bps",
             "hbm_read_efficiency",
             "hbm_write_efficiency",
+            *HBM_MIX_FIELDS,
             "hbm_latency_cycles",
             "hbm_latency_50_cycles",
             "hbm_latency_75_cycles",

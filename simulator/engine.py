@@ -27,6 +27,7 @@ from .memory import (
     C_FLOPS,
     C_FP32,
     C_FP32_PIPE,
+    C_HBM_BUSY,
     C_HBM_READ,
     C_HBM_WRITE,
     C_L2_HIT,
@@ -226,13 +227,12 @@ def _sampling(runs, steps: StepTables) -> str:
     return "; ".join(parts)
 
 
-def _utilisation(ctr: list, cycles: float, gpu: GPU, memory_costs: tuple) -> dict:
-    read_cost, write_cost, l2_cost = memory_costs
+def _utilisation(ctr: list, cycles: float, gpu: GPU, l2_cost: float) -> dict:
     if cycles <= 0:
         return dict.fromkeys(RESOURCES, 0.0)
     sms = gpu.sm_count
     return {
-        "hbm": (ctr[C_HBM_READ] * read_cost + ctr[C_HBM_WRITE] * write_cost) / cycles,
+        "hbm": ctr[C_HBM_BUSY] / cycles,
         "l2": ctr[C_L2_XFER] * l2_cost / cycles,
         "tensor": ctr[C_TENSOR] / (sms * cycles),
         "sfu": ctr[C_SFU] / (sms * cycles),
@@ -243,7 +243,7 @@ def _utilisation(ctr: list, cycles: float, gpu: GPU, memory_costs: tuple) -> dic
 
 def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl) -> Prediction:
     clock = gpu.sm_clock_hz
-    costs = (clock / gpu.hbm_read_Bps, clock / gpu.hbm_write_Bps, clock / gpu.l2_bandwidth_Bps)
+    l2_cost = clock / gpu.l2_bandwidth_Bps
     total = [0.0] * N_COUNTERS
     cycles = 0.0
     held = room = 0.0  # slot-cycles held, slot-cycles the launches had
@@ -256,7 +256,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         for k in range(N_COUNTERS):
             total[k] += ctr[k]
         cycles += overhead + lc
-        util = _utilisation(ctr, lc + overhead, gpu, costs)
+        util = _utilisation(ctr, lc + overhead, gpu, l2_cost)
         share = overhead / (lc + overhead) if lc + overhead > 0 else 1.0
         fill = run.slot_fill(lc)
         # the port's busy cycles at this launch's clock back to bytes
@@ -288,7 +288,7 @@ def _prediction(trace, gpu, fidelity, runs, overhead, analytic, events, wall, tl
         launches.append(lp)
         if longest is None or lp.cycles > longest.cycles:
             longest = lp
-    util = _utilisation(total, cycles, gpu, costs)
+    util = _utilisation(total, cycles, gpu, l2_cost)
     share = overhead * len(runs) / cycles if cycles > 0 else 1.0
     fill = held / room if room > 0 else 0.0
     dispatch = paced / room if room > 0 else 0.0

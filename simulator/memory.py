@@ -82,7 +82,8 @@ C_HBM_READ, C_HBM_WRITE = 3, 4  # bytes
 C_LOAD, C_L2_HIT = 5, 6  # bytes asked for by loads; bytes served by L2 (hits + joined fills)
 C_L2_XFER = 7  # bytes moved through the L2 hit server
 C_TENSOR, C_SFU, C_FP32_PIPE, C_SMEM = 8, 9, 10, 11  # busy cycles of the SM pipes
-N_COUNTERS = 12
+C_HBM_BUSY = 12  # cycles of HBM work at full rate (its bytes at the mix's cost)
+N_COUNTERS = 13
 
 
 class PSServer:
@@ -101,6 +102,7 @@ class PSServer:
         "recorder",
         "classes",
         "costs",
+        "rates",
         "busy",
         "busy_t",
         "window",
@@ -120,28 +122,32 @@ class PSServer:
         self.wake_t = -1.0  # time of the pending wake-up; -1: none
         self.recorder = recorder  # timeline throughput counters, or None
         self.classes = [0] * len(costs)  # active transfers per class (read / write)
-        self.costs = costs  # cycles per byte of each class
+        self.costs = costs  # cycles per byte of each class (a transfer's unless it says)
+        self.rates = [0.0] * len(costs)  # sum over active transfers of bytes per work cycle
         self.busy = 0.0  # busy fraction, exponentially averaged over `window` cycles
         self.busy_t = 0.0  # time it was last brought up to date
         self.window = window
         if recorder is not None:
             self._record(0.0)  # every server has a counter track, busy or not
 
-    def add(self, work: float, cls: int, callback, arg, copies: int = 1) -> None:
+    def add(self, work: float, cls: int, callback, arg, copies: int = 1, cost: float = 0.0) -> None:
         """Start a transfer of ``work`` cycles; ``callback(arg, now)`` when it ends.
         ``copies``: it stands for that many identical transfers (one SM's for all the
-        SMs of a symmetric launch, scheduler.py), each taking its share."""
+        SMs of a symmetric launch, scheduler.py), each taking its share. ``cost``: its
+        cycles per byte, if not its class's (the recorder's byte rates)."""
         now = self.env._now
         self.busy = self.busy_at(now)
         self.busy_t = now
         if self.n:
             self.V += (now - self.last) / self.n
         self.last = now
-        heappush(self.heap, (self.V + work, self.seq, cls, copies, callback, arg))
+        rate = copies / (cost or self.costs[cls])
+        heappush(self.heap, (self.V + work, self.seq, cls, copies, callback, arg, rate))
         self.seq += 1
         self.n += copies
         self.classes[cls] += copies
         if self.recorder is not None:
+            self.rates[cls] += rate
             self._record(now)
         self._schedule(now)
 
@@ -178,6 +184,10 @@ class PSServer:
             self.classes[item[2]] -= item[3]
             done.append(item)
         if self.recorder is not None and done:
+            for item in done:
+                cls = item[2]
+                # (none left: exactly 0, no float residue of the sum)
+                self.rates[cls] = self.rates[cls] - item[6] if self.classes[cls] else 0.0
             self._record(now)
         if heap:
             self._schedule(now)
@@ -193,10 +203,10 @@ class PSServer:
         return self.busy * keep + (1.0 - keep if self.n else 0.0)
 
     def _record(self, now: float) -> None:
-        # byte rate of each class: n_c / n of the server, divided by its cost per byte
+        # byte rate of each class: each transfer does 1/n of a work cycle per cycle
         n = self.n
         rates = tuple(
-            (c / n) / cost if n else 0.0 for c, cost in zip(self.classes, self.costs, strict=True)
+            r / n if n and c else 0.0 for r, c in zip(self.rates, self.classes, strict=True)
         )
         self.recorder.rate(self.name, now, rates)
 
@@ -291,6 +301,18 @@ class Memory:
         self.store_cost = 1.0 / self.store_rate if self.store_rate else 0.0
         window = self.hbm_latency
         self.hbm = PSServer(env, "hbm", (self.read_cost, self.write_cost), recorder, window)
+        # A mix of reads and writes: every byte at the time per byte of the recent mix
+        # (GPU.hbm_mix_curve); None without measured mix points (each at its own cost).
+        mix = gpu.hbm_mix_curve()
+        peak = gpu.hbm_bandwidth_Bps
+        self.mix_lerp = (
+            compile_curve(tuple((w, clock / (peak * eff)) for w, eff in mix))
+            if len(mix) > 2
+            else None
+        )
+        self.mix_read = self.mix_write = 0.0  # bytes, decayed over `window` cycles
+        self.mix_t = 0.0
+        self.mix_window = window
         self.l2srv = PSServer(env, "l2", (self.l2_cost,), recorder, window)
         self.l2 = L2Cache(gpu.l2_bytes)
 
@@ -375,7 +397,7 @@ class Memory:
             ctr[C_HBM_READ] += miss
             job.keys = misses
             job.pending += 1
-            self.hbm.add(miss * self.read_cost, 0, self._hbm_read_done, job)
+            self._hbm_add(miss, False, ctr, self._hbm_read_done, job)
         elif misses:  # zero-byte misses
             job.keys = misses
             self._insert_fills(job, self.env._now)
@@ -435,7 +457,7 @@ class Memory:
             ctr[C_HBM_READ] += miss
             job.keys = misses
             job.pending += 1
-            self.hbm.add(miss * self.read_cost, 0, self._hbm_read_done, job, copies)
+            self._hbm_add(miss, False, ctr, self._hbm_read_done, job, copies)
         elif misses:
             job.keys = misses
             self._insert_fills(job, now)
@@ -446,6 +468,28 @@ class Memory:
             self.l2srv.add(hit * self.l2_cost, 0, self._l2_done, job, copies)
         self._part_done(job, now, 0.0, 0.0, 0.0)
         return total
+
+    def _hbm_add(self, nbytes, write: bool, ctr, callback, arg, copies: int = 1) -> None:
+        """Put ``nbytes`` (for each of ``copies``) on the HBM server, counted in ``ctr``.
+        Each byte at its direction's cost or, with a mix curve, at the time per byte of
+        the write share of the bytes lately asked for, these included (an exponential
+        average over one idle HBM latency)."""
+        if self.mix_lerp is None:
+            cost = self.write_cost if write else self.read_cost
+        else:
+            now = self.env._now
+            keep = math.exp((self.mix_t - now) / self.mix_window) if now > self.mix_t else 1.0
+            self.mix_t = now
+            self.mix_read *= keep
+            self.mix_write *= keep
+            if write:
+                self.mix_write += nbytes * copies
+            else:
+                self.mix_read += nbytes * copies
+            cost = lerp(self.mix_lerp, self.mix_write / (self.mix_read + self.mix_write))
+        work = nbytes * cost
+        ctr[C_HBM_BUSY] += work
+        self.hbm.add(work, 1 if write else 0, callback, arg, copies, cost)
 
     def tile_extra(self, nbytes: float) -> float:
         """What the slowest of the requests of a CTA's load of ``nbytes`` (one iteration's,
@@ -551,7 +595,7 @@ class Memory:
                 now = self.env._now
                 start = now if now > sm.store_free else sm.store_free
                 port = sm.store_free = start + total * self.store_cost
-            self.hbm.add(total * self.write_cost, 1, self._store_done, (items, callback, arg, port))
+            self._hbm_add(total, True, ctr, self._store_done, (items, callback, arg, port))
         return touched
 
     def store_copies(self, sm, items, twins, copies, extra_rep, callback, arg, ctr):
@@ -577,9 +621,8 @@ class Memory:
                 now = self.env._now
                 start = now if now > sm.store_free else sm.store_free
                 port = sm.store_free = start + total * self.store_cost
-            self.hbm.add(
-                total * self.write_cost, 1, self._store_done, (every, callback, arg, port), copies
-            )
+            state = (every, callback, arg, port)
+            self._hbm_add(total, True, ctr, self._store_done, state, copies)
         return touched
 
     def _store_done(self, state, now: float) -> None:

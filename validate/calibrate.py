@@ -29,7 +29,9 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
   to issue overhead that the kernels' own tiles may not pay.
 * ``sfu_ops_per_clk_per_sm`` = exp2/s ÷ (SMs × clock); ``fp32_ops_per_clk_per_sm``
   = FMA lane-ops/s ÷ (SMs × clock).
-* ``hbm_read_efficiency`` = streaming-read B/s ÷ datasheet peak; write likewise.
+* ``hbm_read_efficiency`` = streaming-read B/s ÷ datasheet peak; write likewise;
+  ``hbm_mix_{25,50,75,90}_efficiency`` = read+write B/s of a stream whose bytes are
+  that share writes ÷ the peak (step ``hbm_mix``).
 * ``l2_bandwidth_Bps`` = streaming read B/s at the largest working set of at most
   half the L2 (see :func:`pick_l2_bandwidth`).
 * latencies: pointer-chase seconds per hop × ``sm_clock_hz`` (so that the engine,
@@ -71,7 +73,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from ..errors import TilesimError
-from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS, interpolate
+from ..hwmodels.gpu import GPU, HBM_MIX_POINTS, LOADED_LATENCY_POINTS, interpolate
 from ..hwmodels.presets import calibrated_name
 from ..units import KiB, MiB
 from .schema import measurement
@@ -266,6 +268,18 @@ def derive_preset(rows: Sequence[dict], base: GPU, date: str) -> tuple[GPU, list
             notes.append(f"{name} {row['value']:.4g} B/s beats the datasheet peak; set to 1")
             eff, text = 1.0, text + " (above peak: clamped to 1)"
         put(field, _sig(eff), text)
+    for share in HBM_MIX_POINTS:
+        pct = round(100 * share)
+        row = m.get(f"hbm_mix_{pct}")
+        if row:
+            eff = min(1.0, row["value"] / base.hbm_bandwidth_Bps)
+            put(
+                f"hbm_mix_{pct}_efficiency",
+                _sig(eff),
+                f"{row['value']:.4g} B/s read+write ({_how(row)}) / {base.hbm_bandwidth_Bps:.4g} "
+                "B/s datasheet peak",
+                row.get("date", ""),
+            )
 
     # -- L2 --------------------------------------------------------------------------------------
     l2_bytes = int(changes.get("l2_bytes", base.l2_bytes))
@@ -464,6 +478,7 @@ def _tensor_rows(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
 
 STEPS = (
     "hbm",
+    "hbm_mix",
     "l2",
     "latency",
     "loaded_latency",
@@ -617,8 +632,8 @@ def run_calibration(
     chosen = check_steps(only)
     import torch
 
+    from . import hbm_mix_bench, power_bench
     from . import microbench as mb  # torch + triton: imported only on a GPU run
-    from . import power_bench
 
     props = torch.cuda.get_device_properties(0)
     rows = [
@@ -633,6 +648,7 @@ def run_calibration(
         bench = mb.Bench(sampler, quick=quick, log=log)
         steps = (
             ("hbm", "HBM bandwidth", bench.hbm),
+            ("hbm_mix", "HBM reads and writes mixed", lambda: hbm_mix_bench.hbm_mix(bench)),
             ("l2", "L2 bandwidth curve", bench.l2),
             ("latency", "latency (pointer chase)", bench.latency),
             ("loaded_latency", "latency under streaming load", bench.loaded_latency),

@@ -9,7 +9,8 @@ the target's own datasheet preset its memory system, with three derivations:
 
 * ``hbm_write_efficiency`` = the target's public read fraction x the sibling's
   measured write/read ratio (same memory controllers; a public copy figure
-  mixes both directions with their turnarounds, so it is not used for writes).
+  mixes both directions with their turnarounds, so it is not used for writes);
+  ``hbm_mix_*_efficiency`` likewise, from the sibling's mixed/read ratios.
 * ``hbm_latency_cycles`` = the target's public idle pointer-chase latency in ns
   x the transferred SM clock.
 * ``hbm_latency_{50,75,95}_cycles`` = that idle latency plus the sibling's measured
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU, LOADED_LATENCY_POINTS
 from ..hwmodels.presets import load_gpu
-from ..hwmodels.schema import CLOCK_FIELDS
+from ..hwmodels.schema import CLOCK_FIELDS, HBM_MIX_FIELDS
 
 TRANSFERRED_SUFFIX = ".transferred"
 
@@ -151,6 +152,16 @@ def transfer_preset(measured: GPU, sibling: Sibling, date: str = "") -> GPU:
         f"{measured.name}'s measured write/read {ratio:.4f} (same memory controllers); the "
         f"read fraction: {target.sources.get('hbm_read_efficiency', '')}"
     )
+
+    for field in HBM_MIX_FIELDS:  # the mixed streams likewise, where the sibling has them
+        mix = getattr(measured, field) / measured.hbm_read_efficiency
+        if mix > 0:
+            values[field] = round(min(1.0, target.hbm_read_efficiency * mix), 4)
+            sources[field] = (
+                f"derived: {target.name}'s public read fraction {target.hbm_read_efficiency:g} "
+                f"x {measured.name}'s measured mixed/read {mix:.4f} (same memory controllers; "
+                f"HBM3 against HBM3e turnarounds assumed alike, errs either way)"
+            )
 
     # -- HBM latency: the target's public idle figure, the sibling's queueing ---------------
     idle_s = target.hbm_latency_cycles / target.sm_clock_hz

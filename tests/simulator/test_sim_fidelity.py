@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tilesim.hwmodels import load_gpu
+from tilesim.hwmodels.schema import HBM_MIX_FIELDS
 from tilesim.simulator import simulate
 from tilesim.simulator.bench import FIDELITY_GRID
 from tilesim.traces import Workload, build, build_external
@@ -214,15 +215,23 @@ def test_known_misses_of_fast_on_the_calibrated_h200_are_still_misses(case):
     assert abs(fast.time_s / detailed.time_s - 1) > TOLERANCE
 
 
+def _lock_step_case(gpu):
+    trace = build_external("sdpa-math", Workload(1, 2, 2048, 2048, 128, causal=True), gpu)
+    keep = ("mask_where", "add_mask")
+    trace = dataclasses.replace(trace, launches=tuple(x for x in trace.launches if x.name in keep))
+    return trace, simulate(trace, gpu, "fast"), simulate(trace, gpu, "detailed")
+
+
+# h200-cal without its HBM mix points (the next test: with them)
+NO_MIX = dict.fromkeys(HBM_MIX_FIELDS, 0.0)
+
+
 def test_one_sm_stands_for_all_in_a_lock_step_launch():
     # PyTorch SDPA's math backend (causal): the mask written to L2, then added to every
     # head's scores (its tiles shared across heads: L2 hits). Both are elementwise
     # launches of 16k-33k identical CTAs: fast simulates one SM's share (scheduler.py).
-    gpu = load_gpu("h200-cal")
-    trace = build_external("sdpa-math", Workload(1, 2, 2048, 2048, 128, causal=True), gpu)
-    keep = ("mask_where", "add_mask")
-    trace = dataclasses.replace(trace, launches=tuple(x for x in trace.launches if x.name in keep))
-    fast, detailed = simulate(trace, gpu, "fast"), simulate(trace, gpu, "detailed")
+    gpu = dataclasses.replace(load_gpu("h200-cal"), **NO_MIX)
+    trace, fast, detailed = _lock_step_case(gpu)
     for f, d in zip(fast.launches, detailed.launches, strict=True):
         assert f.simulated_ctas * gpu.sm_count < 2 * f.ctas  # about one SM's share
         assert f.time_s == pytest.approx(d.time_s, rel=TOLERANCE)
@@ -236,3 +245,13 @@ def test_one_sm_stands_for_all_in_a_lock_step_launch():
     # a timeline draws every SM: there each SM runs its own CTAs
     drawn = simulate(trace, gpu, "fast", timeline=True)
     assert drawn.launches[0].simulated_ctas > gpu.sm_count * fast.launches[0].simulated_ctas / 2
+
+
+@pytest.mark.xfail(strict=True, reason="known miss: the HBM mix in lock step")
+def test_a_lock_step_launch_with_the_hbm_mix_stays_within_two_percent():
+    # One SM's share issues all its SMs' reads at once, then all their writes: the recent
+    # write share swings between the phases, where the detailed run's CTAs drift apart
+    # and mix them. add_mask reads +3% slow in fast fidelity (-1.5% without the mix).
+    _, fast, detailed = _lock_step_case(load_gpu("h200-cal"))
+    for f, d in zip(fast.launches, detailed.launches, strict=True):
+        assert f.time_s == pytest.approx(d.time_s, rel=TOLERANCE)

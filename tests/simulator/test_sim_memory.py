@@ -10,7 +10,16 @@ import simpy
 
 from tilesim.hwmodels import load_gpu
 from tilesim.hwmodels.gpu import interpolate
-from tilesim.simulator.memory import N_COUNTERS, L2Cache, Memory, PSServer
+from tilesim.hwmodels.schema import HBM_MIX_FIELDS
+from tilesim.simulator.memory import (
+    C_HBM_BUSY,
+    C_HBM_READ,
+    C_HBM_WRITE,
+    N_COUNTERS,
+    L2Cache,
+    Memory,
+    PSServer,
+)
 from tilesim.simulator.sm import SM
 from tilesim.simulator.steps import StepTables
 
@@ -219,3 +228,50 @@ def test_a_transfer_of_copies_shares_the_server_as_that_many_transfers():
     env.run()
     assert done == {"three": pytest.approx(400.0), "one": pytest.approx(400.0)}
     assert server.n == 0 and server.classes == [0]
+
+
+# -- reads and writes mixed ----------------------------------------------------------------
+# read 0.9, write 0.9 of peak alone; a half-and-half stream 0.6 (the other points between)
+MIX = dict(
+    hbm_read_efficiency=0.9,
+    hbm_write_efficiency=0.9,
+    hbm_mix_25_efficiency=0.75,
+    hbm_mix_50_efficiency=0.6,
+    hbm_mix_75_efficiency=0.75,
+    hbm_mix_90_efficiency=0.85,
+)
+
+
+def _mixed_stream(mem, env, pairs, nbytes):
+    """``pairs`` loads and stores of ``nbytes`` each, alternating, from as many SMs at
+    t = 0; returns the counters (their C_HBM_BUSY: the HBM's work in cycles)."""
+    ctr = [0.0] * N_COUNTERS
+    for i in range(pairs):
+        ev = simpy.Event(env)
+        mem.load(SM(i), ((("r", i), nbytes),), 0, 0.0, False, ev, ctr)
+        mem.store(SM(i), ((("w", i), nbytes),), 0.0, 0.0, False, lambda a, n: None, None, ctr)
+    env.run()
+    return ctr
+
+
+def test_a_mix_of_reads_and_writes_costs_the_mix_curves_time_per_byte():
+    env, mem = _memory(**MIX)
+    ctr = _mixed_stream(mem, env, 200, 65536)
+    peak_cost = mem.read_cost * 0.9  # cycles per byte at the datasheet peak
+    # the stream's running write share settles at one half: 1/0.6 of the peak's time
+    per_byte = ctr[C_HBM_BUSY] / (ctr[C_HBM_READ] + ctr[C_HBM_WRITE])
+    assert per_byte == pytest.approx(peak_cost / 0.6, rel=0.02)
+    # without mix points each byte costs its own direction's alone: 1/0.9
+    env, mem = _memory(**{**MIX, **dict.fromkeys(HBM_MIX_FIELDS, 0.0)})
+    ctr = _mixed_stream(mem, env, 200, 65536)
+    per_byte = ctr[C_HBM_BUSY] / (ctr[C_HBM_READ] + ctr[C_HBM_WRITE])
+    assert per_byte == pytest.approx(peak_cost / 0.9, rel=1e-12)
+
+
+def test_the_mix_is_the_recent_one_a_lone_store_later_costs_a_writes_time():
+    env, mem = _memory(**MIX)
+    _mixed_stream(mem, env, 50, 65536)
+    ctr = [0.0] * N_COUNTERS
+    env.run(until=env.now + 50 * mem.mix_window)  # the mix decays over one window
+    mem.store(SM(0), ((("late", 0), 4096),), 0.0, 0.0, False, lambda a, n: None, None, ctr)
+    assert ctr[C_HBM_BUSY] == pytest.approx(4096 * mem.write_cost, rel=1e-9)

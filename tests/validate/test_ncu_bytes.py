@@ -31,10 +31,6 @@ KNOWN = {
     "model's L2 (warm from the dK/dV pass) predicts",
     ("v2", 4096, 128, "bwd_dkdv", "read"): "causal dK/dV pass: the model re-fetches Q/dO "
     "5.6% more than the GPU does",
-    ("v2", 4096, 128, "flash_v2", "read"): "fast fidelity only: its wave sampling "
-    "extrapolates a measuring window whose K/V misses run 5.4% above the launch's; "
-    "simulated whole (detailed fidelity) it is within 0.03% (the same artefact moved here "
-    "from d = 64 and standard's bwd_dp when the loads' queue and share came to overlap)",
     ("v1", 512, 64, "flash_v1", "read"): "the model's L2 (an LRU of 60 MiB) keeps three "
     "quarters of each head's Q, O, Acc, l and m between outer steps (264 resident CTAs x "
     "~200 KB = 53 MB); the GPU re-reads nearly all of it from DRAM (3.9x the model's reads): "

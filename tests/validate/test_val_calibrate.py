@@ -17,6 +17,8 @@ def _rows(with_clock=True):
         measurement("hbm_read", 4.2e12, "B/s", "stream_read 2 GiB"),
         measurement("hbm_write", 4.08e12, "B/s", "stream_write 2 GiB"),
         measurement("hbm_copy", 4.0e12, "B/s", "copy"),
+        measurement("hbm_mix_50", 3.6e12, "B/s", "stream of 1 reads : 1 writes"),
+        measurement("hbm_mix_90", 3.5e12, "B/s", "stream of 1 reads : 9 writes", date="12-03"),
         measurement(
             "tensor_fp16_wgmma@128x128x64",
             800e12,
@@ -97,6 +99,14 @@ def test_measurements_become_preset_fields():
     assert gpu.fp32_ops_per_clk_per_sm == pytest.approx(3.2e13 / (SMS * 1.75e9), rel=1e-3)
     assert gpu.hbm_read_efficiency == pytest.approx(4.2 / 4.8, rel=1e-3)
     assert gpu.hbm_write_efficiency == pytest.approx(4.08 / 4.8, rel=1e-3)
+    # the mixed streams: those measured, over the peak, between the read and the write
+    curve = gpu.hbm_mix_curve()
+    assert [w for w, _ in curve] == [0.0, 0.5, 0.9, 1.0]
+    assert [e for _, e in curve] == pytest.approx(
+        [4.2 / 4.8, 3.6 / 4.8, 3.5 / 4.8, 4.08 / 4.8], rel=1e-3
+    )
+    assert gpu.hbm_mix_25_efficiency == 0.0
+    assert gpu.sources["hbm_mix_90_efficiency"].startswith("micro-benchmark 12-03")
     # largest working set <= L2/2 (30 MiB of 60): 24 MiB
     assert gpu.l2_bandwidth_Bps == pytest.approx(10.8e12)
     assert gpu.l2_hit_latency_cycles == pytest.approx(2.0e-7 * 1.75e9, rel=1e-2)
@@ -109,7 +119,11 @@ def test_measurements_become_preset_fields():
     assert "hbm_read_efficiency" in fields and not notes
     # each changed field says how it was measured
     for f in fields:
-        assert gpu.sources[f].startswith("micro-benchmark 2026-11-30"), f
+        assert gpu.sources[f].startswith(
+            "micro-benchmark 2026-11-30"
+            if f != "hbm_mix_90_efficiency"
+            else "micro-benchmark 12-03"
+        ), f
     assert "24 MiB" in gpu.sources["l2_bandwidth_Bps"]
 
 

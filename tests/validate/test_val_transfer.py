@@ -10,6 +10,7 @@ import pytest
 
 from tilesim.hwmodels import FIELDS, PRESETS_DIR, load_gpu
 from tilesim.hwmodels.provenance import source_kind
+from tilesim.hwmodels.schema import HBM_MIX_FIELDS
 from tilesim.validate import calibrate, schema, transfer
 
 RESULTS = Path(__file__).resolve().parents[2] / "validate" / "results"
@@ -26,6 +27,7 @@ H200_FILES = (
     "2026-12-02-h200-calibrate-dispatch.json",
     "2026-12-02-h200-calibrate-mma.json",
     "2026-12-03-h200-calibrate-power.json",
+    "2026-12-03-h200-calibrate-hbm-mix.json",
 )
 # The H100's own public figures, as its datasheet preset gives them.
 PUBLIC = (
@@ -47,6 +49,7 @@ PUBLIC = (
 )
 DERIVED = (
     "hbm_write_efficiency",
+    *HBM_MIX_FIELDS,
     "hbm_latency_cycles",
     "hbm_latency_50_cycles",
     "hbm_latency_75_cycles",
