@@ -3,8 +3,10 @@
 Bandwidth is a shared pipe, like water through one main: every transfer in
 flight gets an equal share (processor sharing). Work is measured in cycles of
 the server's full rate, so a read byte of HBM costs ``clock / (peak x
-read_eff)`` cycles and a write byte ``clock / (peak x write_eff)``. With n
-transfers active each advances at 1/n of that rate; the server keeps a
+read_eff)`` cycles and a write byte ``clock / (peak x write_eff)``; with measured mix
+points (``GPU.hbm_mix_curve``) every HBM byte costs the time per byte of the write share
+of the bytes lately asked for, since DRAM loses bandwidth turning its bus between reads
+and writes. With n transfers active each advances at 1/n of that rate; the server keeps a
 *virtual time* V with dV/dt = 1/n, so a transfer that arrives at V0 with work w
 leaves when V reaches V0 + w, and only a heap of those finishing V values is
 needed: O(log n) per arrival or departure, one pending wake-up at a time (stale
