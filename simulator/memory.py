@@ -143,7 +143,8 @@ class PSServer:
         if self.n:
             self.V += (now - self.last) / self.n
         self.last = now
-        rate = copies / (cost or self.costs[cls])
+        # bytes per work cycle, for the recorder only
+        rate = copies / (cost or self.costs[cls]) if self.recorder is not None else 0.0
         heappush(self.heap, (self.V + work, self.seq, cls, copies, callback, arg, rate))
         self.seq += 1
         self.n += copies
