@@ -14,7 +14,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from ..errors import TilesimError
 from .schema import (
@@ -27,8 +27,15 @@ from .schema import (
     suggest,
 )
 
-if TYPE_CHECKING:
-    from .gpu import GPU  # gpu imports this module (GPU.with_overrides)
+
+class _Preset(Protocol):
+    """What an override needs of a preset: a name and a source per field (`GPU` is one)."""
+
+    name: str
+    sources: dict[str, str]
+
+
+P = TypeVar("P", bound=_Preset)
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -54,12 +61,12 @@ def parse_set_options(items: Iterable[str] | None) -> dict[str, str]:
 
 
 def apply_overrides(
-    gpu: GPU,
+    gpu: P,
     mapping: Mapping[str, Any],
     *,
     sources: Mapping[str, str] | None = None,
     name: str | None = None,
-) -> GPU:
+) -> P:
     """``gpu`` with the fields in ``mapping`` replaced; see `GPU.with_overrides`."""
     if not mapping:
         return gpu if name is None else dataclasses.replace(gpu, name=name)
@@ -95,7 +102,7 @@ def apply_overrides(
     return dataclasses.replace(gpu, name=variant, sources=new_sources, **changes)
 
 
-def _new_value(gpu: GPU, key: str, kind: type, raw: Any) -> tuple[Any, str]:
+def _new_value(gpu: _Preset, key: str, kind: type, raw: Any) -> tuple[Any, str]:
     """(validated value, short label for the variant name) of one override of kind ``kind``."""
     if kind is bool:
         if isinstance(raw, bool):
