@@ -8,10 +8,10 @@ What this kernel really uses of FlashAttention-3's techniques:
 * **wgmma**: both GEMMs are asynchronous warpgroup MMAs (Triton emits them on
   sm_90); P stays in registers as the A operand of the second GEMM.
 * **Producer/consumer warp specialisation** (``config.warp_specialize``): runs
-  the hand-written Gluon kernel of ``flash_v3_gluon.py`` instead (TMA producer
+  the hand-written Gluon kernel of ``kernels/gluon/`` instead (TMA producer
   warp, two consumer warpgroups, ``setmaxnreg``, mbarrier ping-pong with
   ``config.pingpong``, softmax(j) overlapped with P V(j-1); measured correct and
-  1.1-1.4x this kernel on the H200, kernels/TUNING.md). This module's own
+  1.1-1.4x this kernel on the H200, experiments/2026-11-30-tuning/README.md). This module's own
   ``tl.range(..., warp_specialize=True)`` build (Triton 3.6's Hopper pass: one
   producer and two consumer warpgroups) deadlocked on an H200 and runs only with
   ``TILESIM_V3_WARP_SPECIALIZE=1``. Without warp specialisation v3 is 8 warps (two
@@ -36,7 +36,7 @@ the Gluon kernel does the first two):
   Triton's software pipeliner.
 * in-kernel V transpose for FP8 (FlashAttention-3 does it with LDSM/STSM).
 
-Measured (kernels/TUNING.md): Triton's warp-specialised build hung on an H200
+Measured (experiments/2026-11-30-tuning/README.md): Triton's warp-specialised build hung on an H200
 with Triton 3.6. ``traces.config.default_config`` (what `attention` runs when no
 config is given, and what predictions use) is, at d <= 128, the Gluon kernel
 with warp specialisation, no ping-pong and 3 stages (1.13-1.15x this Triton
@@ -235,8 +235,9 @@ def launch_warps(config) -> int:
 
 
 # Triton 3.6's Hopper warp-specialised build of this kernel deadlocked on an H200
-# (kernels/TUNING.md); warp_specialize=True runs the Gluon kernel (flash_v3_gluon.py)
-# instead, and Triton's own build only where this variable is set to 1, for investigation.
+# (experiments/2026-11-30-tuning/README.md); warp_specialize=True runs the Gluon kernel
+# (kernels/gluon/) instead, and Triton's own build only where this variable is set to 1,
+# for investigation.
 WARP_SPECIALIZE_ENV = "TILESIM_V3_WARP_SPECIALIZE"
 
 
@@ -250,10 +251,10 @@ def check_config(config) -> str | None:
     if config.pingpong and not config.warp_specialize:
         return "v3 ping-pong needs warp_specialize=True (the Gluon kernel)"
     if config.warp_specialize and not compiler_warp_specialize():
-        # warp_specialize=True runs the hand-written Gluon kernel (flash_v3_gluon.py)
-        from . import flash_v3_gluon
+        # warp_specialize=True runs the hand-written Gluon kernel (kernels/gluon/)
+        from . import gluon
 
-        return flash_v3_gluon.check_config(config)
+        return gluon.check_config(config)
     if config.pingpong:
         return (
             "v3 ping-pong needs the Gluon kernel; Triton's own warp specialisation "
@@ -359,9 +360,9 @@ def forward_runner(q, k, v, causal, sm_scale, config, **scales):
     """The :class:`Forward` that runs ``config``: the Gluon kernel's with warp
     specialisation, this module's otherwise (inputs and config already checked)."""
     if config.warp_specialize and not compiler_warp_specialize():
-        from . import flash_v3_gluon
+        from . import gluon
 
-        return flash_v3_gluon.Forward(q, k, v, causal, sm_scale, config, **scales)
+        return gluon.Forward(q, k, v, causal, sm_scale, config, **scales)
     return Forward(q, k, v, causal, sm_scale, config, **scales)
 
 
@@ -370,9 +371,9 @@ def launches(
 ):
     """The launches of v3 [(name, run)]: for fp8 first the V transpose, then the kernel."""
     if config.warp_specialize and not compiler_warp_specialize():
-        from . import flash_v3_gluon
+        from . import gluon
 
-        return flash_v3_gluon.launches(
+        return gluon.launches(
             q,
             k,
             v,

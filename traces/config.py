@@ -44,12 +44,12 @@ def default_config(algo: str, workload: Workload, gpu: GPU) -> KernelConfig:
             return KernelConfig(128, 128, 4 if not hopper else 8, 3, path)
         if d <= 128 and hopper:
             # 128 x 128, 3 stages measured faster than FA2's 128 x 64 on the H200
-            # (kernels/TUNING.md)
+            # (experiments/2026-11-30-tuning/README.md)
             return KernelConfig(128, 128, 8, 3, path)
         if d <= 128:
             return KernelConfig(128, 64, 4, 3, path)
         return KernelConfig(64, 64, 4, 2, path)
-    # v3 at d <= 128: the Gluon kernel (kernels/flash_v3_gluon.py), a TMA producer warp
+    # v3 at d <= 128: the Gluon kernel (kernels/gluon/), a TMA producer warp
     # and two consumer warpgroups, no ping-pong, 3 stages; fp8 without the mask runs it
     # persistent (one CTA per SM looping over the Q tiles). At d = 256 the plain Triton
     # kernel: one warpgroup pair issuing its own TMA loads, 2 stages.
@@ -73,7 +73,8 @@ def _backward_config(algo: str, d: int, hopper: bool, path: str) -> KernelConfig
     """
     warps = 8 if hopper else 4
     if d <= 128 and hopper:
-        # measured on the H200 (kernels/TUNING.md): 64 x 64, 4 warps, 3 stages ran
+        # measured on the H200 (experiments/2026-11-30-tuning/README.md):
+        # 64 x 64, 4 warps, 3 stages ran
         # v2's backward 1.7x faster than 8 warps, 2 stages at d=128 (326 vs 182
         # TFLOPS, N=4k) and at d=64 (347 vs 206 TFLOPS, against 64 x 128, 8 warps)
         return KernelConfig(64, 64, 4, 3, path)
@@ -95,7 +96,7 @@ def _fa1_algorithm1(workload: Workload, gpu: GPU) -> KernelConfig:
     so 64 x 64 (32 x 32 at d=256). At d = 128 the two 64 x 128 fp32 accumulators
     (dK_j, dV_j) do not fit in the registers of 4 warps and round-trip through local
     memory every step (ncu on the H200: 5 GB of spill traffic at N = 1024,
-    validate/results/2026-11-30-h200-spill-ncu.json); 8 warps halve each thread's share.
+    results/raw/2026-11-30-h200-spill-ncu.json); 8 warps halve each thread's share.
     """
     d = workload.head_dim
     path = "wgmma" if gpu.has_wgmma else "mma_sync"

@@ -19,7 +19,7 @@ warpgroups run as separate roles:
   one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
 
 With ``warp_specialize`` this is what tilesim's Gluon kernel runs
-(kernels/flash_v3_gluon.py; ``traces.config.default_config`` at d <= 128: no
+(kernels/gluon/; ``traces.config.default_config`` at d <= 128: no
 ping-pong, 3 stages). Without it the CTA is tilesim's Triton v3 kernel (d = 256):
 one role that issues its own TMA loads
 ``num_stages - 1`` iterations ahead and runs S = Q K^T, the softmax and P V in

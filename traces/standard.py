@@ -51,7 +51,8 @@ SOFTMAX_MAX_BLOCK = 8192  # longest row the backward's dS kernel, and the forwar
 # softmax, keep in registers (one pass); the chunk of the forward's two-pass rows
 SOFTMAX_REGS = 32  # a row kernel keeps a few scalars per thread
 # The forward's non-causal softmax keeps rows of up to this many scores in registers (H200:
-# one pass at 16384 took 8.35 ms where two passes of 8192 took 9.17, kernels/TUNING.md). A
+# one pass at 16384 took 8.35 ms where two passes of 8192 took 9.17,
+# experiments/2026-11-30-tuning/README.md). A
 # causal row of 8193-16384 scores is faster in two passes (7.50 ms vs 7.63): rows shorter
 # than the chunk take one chunk per pass, and pass 2 re-reads S from L2.
 SOFTMAX_FWD_MAX_BLOCK = 16384

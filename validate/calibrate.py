@@ -1,7 +1,7 @@
 """`tilesim calibrate`: micro-benchmark the GPU at hand and write a calibrated preset.
 
 Two halves. :func:`run_calibration` (GPU) runs the Triton micro-benchmarks of
-:mod:`tilesim.validate.microbench` and returns raw measurements, one row each
+:mod:`tilesim.validate.gpu.microbench` and returns raw measurements, one row each
 (``name``, ``value``, ``unit``, ``method``, ``samples``). :func:`derive_preset`
 (pure, CPU-tested) turns those rows into preset fields with explicit arithmetic,
 each with a source line saying how it was measured. The calibrated preset is an
@@ -632,8 +632,8 @@ def run_calibration(
     chosen = check_steps(only)
     import torch
 
-    from . import hbm_mix_bench, power_bench
-    from . import microbench as mb  # torch + triton: imported only on a GPU run
+    from .gpu import hbm_mix, power
+    from .gpu import microbench as mb  # torch + triton: imported only on a GPU run
 
     props = torch.cuda.get_device_properties(0)
     rows = [
@@ -648,14 +648,14 @@ def run_calibration(
         bench = mb.Bench(sampler, quick=quick, log=log)
         steps = (
             ("hbm", "HBM bandwidth", bench.hbm),
-            ("hbm_mix", "HBM reads and writes mixed", lambda: hbm_mix_bench.hbm_mix(bench)),
+            ("hbm_mix", "HBM reads and writes mixed", lambda: hbm_mix.hbm_mix(bench)),
             ("l2", "L2 bandwidth curve", bench.l2),
             ("latency", "latency (pointer chase)", bench.latency),
             ("loaded_latency", "latency under streaming load", bench.loaded_latency),
             ("tensor", "tensor cores (tl.dot loops)", bench.tensor),
             ("mma_latency", "tensor-core latency (dependent tl.dot chains)", bench.mma_latency),
             ("clock", "sustained SM clock", bench.sustained_clock),
-            ("power", "SM clock under load", lambda: power_bench.power(bench)),
+            ("power", "SM clock under load", lambda: power.power(bench)),
             ("exp2", "exp2 (SFU)", bench.exp2),
             ("fp32", "FP32 FMA", bench.fp32),
             ("vector", "vector work vs warps per scheduler", bench.vector_latency),

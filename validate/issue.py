@@ -31,13 +31,13 @@ partition is its own code between two register reallocations (``setmaxnreg``):
 its MMA warps (the load warp issues a few instructions a step and is not replayed).
 A branch inside the Gluon kernel's loop skips its mask, which runs only on the
 blocks at the diagonal or the end of K/V (``if start_n >= hi_full`` in
-``kernels/_v3_gluon_tile.py``): one block per CTA. Its loop is replayed without
+``kernels/gluon/tile.py``): one block per CTA. Its loop is replayed without
 those blocks and they go with ``rest``. The Triton kernels' loops run their
 conditional blocks (v1's predicated O stores) every step: Nsight Compute counts
 1227 instructions per warp and step in v1's forward at d = 64, for a loop of 1220.
 
 Latencies and issue intervals are H200 micro-benchmarks
-(``validate/results/logs/``):
+(``results/logs/``):
 
 - ``*-cpi-probe.jsonl``: MUFU.EX2 17 and SHFL 24 cycles; issue intervals FFMA
   1.5, FADD/FMUL 1.05, IMAD/FMNMX 2, SHFL 4, MUFU 8;
@@ -48,7 +48,7 @@ Not measured: the read release of shared stores, S2R and MEMBAR (20 cycles), and
 the read scoreboard (6).
 
 ``python3 -m tilesim.validate.issue DUMP OUT`` writes the table for a SASS dump
-(``validate/results/logs/*-sass-dump.json.gz``).
+(``results/logs/*-sass-dump.json.gz``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python -m tilesim.validate.merge OUT.json IN1.json IN2.json ...
 
-`gpu_run.sh` times the newest kernels (v3) in a process of their own, so that a
+`validate/gpu/run.sh` times the newest kernels (v3) in a process of their own, so that a
 hang there (killed by its time limit) cannot cost the other measurements; this
 joins the pieces. Measurements are concatenated in the order given; the first
 file's metadata is kept, the others' are listed under ``metadata.parts``, and the

@@ -4,7 +4,7 @@
 
     python -m tilesim.validate.profile --out profiles/sm90a-triton-3.6.json
     python -m tilesim.validate.profile --out profiles/sm90a-triton-3.6.json --algos standard
-    python -m tilesim.validate.profile --check validate/results/<date>-h200-registers.json
+    python -m tilesim.validate.profile --check results/raw/<date>-h200-registers.json
 
 Needs torch and the Triton the profile is for (the GPU machine's: 3.6), no GPU
 (``validate/cross_compile.py``). The variants: standard, v1, v2 (forward and
@@ -12,14 +12,14 @@ backward) and v3 (forward), head dims 64/128/256, fp16/bf16 (and fp8 for v3),
 causal or not, each with the default config and the named configs; for
 standard's row kernels every row plan an N up to ``MAX_SEQLEN`` selects; each at N a multiple
 of the tiles, of 16 only and of neither, and with one head; and every variant
-the committed GPU measurements (``validate/results/*-registers.json``,
+the committed GPU measurements (``results/raw/*-registers.json``,
 ``*-ncu.json``) hold. ``--algos`` rebuilds only those algorithms' variants (after a
 change to their kernels) and keeps the others of the profile at ``--out``. Each
 compiled kernel gives its registers and local memory (cuobjdump), its SASS loops
 and spill-reload waits (``validate/sass.py``) and its issue cycles
 (``validate/issue.py``). A variant that does not compile is listed
 with the error. ``--check`` compiles the cases of a GPU's registers file
-(``validate/registers.py``) and compares: the same registers, spills and SASS loops
+(``validate/gpu/registers.py``) and compares: the same registers, spills and SASS loops
 mean the CPU build is the GPU's.
 """
 
@@ -45,9 +45,9 @@ from ..traces.workload import (
     KernelConfig,
     Workload,
 )
-from . import metadata
+from . import paths as results_paths
+from .gpu import metadata
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 2  # the compile shape's batch (the kernels take none but B x H)
 # One N per alignment class (traces.compiled.alignment): a multiple of every tile, of
 # 16 only, of neither (N % 16 = 8, so that standard's rows, padded to 8, are not either)
@@ -65,7 +65,7 @@ NOTES = (
     "a multiple of 16 at every N)",
     "registers and local (spill) bytes per thread: cuobjdump --dump-resource-usage",
     "issue cycles: validate/issue.py (SASS replayed on one warp scheduler) with the "
-    "latencies it takes from H200 micro-benchmarks (validate/results/logs/"
+    "latencies it takes from H200 micro-benchmarks (results/logs/"
     "*-cpi-probe.jsonl, *-lat-probe.jsonl)",
 )
 
@@ -136,8 +136,8 @@ def selectable_cases(gpus) -> list[tuple[str, Workload, KernelConfig]]:
 
 def measured_cases() -> list[tuple[str, Workload, KernelConfig]]:
     """The (algo, workload, config) of every committed GPU register measurement."""
-    cases = []
-    paths = sorted(RESULTS.glob("*-registers.json")) + sorted(RESULTS.glob("*-ncu.json"))
+    cases, raw = [], results_paths.raw()
+    paths = sorted(raw.glob("*-registers.json")) + sorted(raw.glob("*-ncu.json"))
     for path in paths:
         for case in json.loads(path.read_text())["cases"]:
             w, c = Workload(**case["workload"]), KernelConfig(**case["config"])
@@ -330,7 +330,7 @@ def _merged(rebuilt: Profile, path: Path, algos: tuple[str, ...]) -> Profile:
 
 
 def differences(registers_file: Path) -> tuple[int, list[str]]:
-    """Compile every case of a GPU registers file (``validate.registers``) on the CPU:
+    """Compile every case of a GPU registers file (``validate.gpu.registers``) on the CPU:
     (kernels compared, one line per kernel whose registers, spills or SASS loops differ)."""
     from ..hwmodels import load_gpu
     from . import sass
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
         "--check",
         type=Path,
         metavar="REGISTERS_JSON",
-        help="instead compare CPU builds with a GPU's (validate/results/*-registers.json)",
+        help="instead compare CPU builds with a GPU's (results/raw/*-registers.json)",
     )
     ap.add_argument(
         "--algos",

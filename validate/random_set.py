@@ -41,7 +41,7 @@ MIN_SEQLEN, MAX_SEQLEN = 128, 32768
 MAX_BATCH, MAX_HEADS = 64, 64
 HEAD_DIMS = (64, 128)
 # Matmul TFLOPS a full GPU of each kernel stays above (about half the slowest point of
-# the H200 grid, validate/results/2026-11-30-h200*.json); a grid of fewer CTAs than SMs
+# the H200 grid, results/raw/2026-11-30-h200*.json); a grid of fewer CTAs than SMs
 # runs that share of it. Only bounds a point's run time.
 FLOOR_TFLOPS = {
     ("standard", "fwd"): 40.0,
@@ -53,7 +53,7 @@ FLOOR_TFLOPS = {
 }
 # The external kernels' floors, TFLOPS by the convention (causal: half the FLOPs): SDPA
 # flash as tilesim's v2; the math backend about half its slowest grid point (causal d=64,
-# 6.1 TFLOPS, validate/results/2026-11-30-h200-bench.json), whose GEMMs stay full when causal.
+# 6.1 TFLOPS, results/raw/2026-11-30-h200-bench.json), whose GEMMs stay full when causal.
 EXTERNAL_FLOOR_TFLOPS = {"sdpa-flash": 100.0, "sdpa-math": 3.0}
 EXTERNAL_KINDS = tuple(EXTERNAL_FLOOR_TFLOPS)
 MATH_SCRATCH_PER_SCORE = 10  # bytes per score the math backend holds at its peak (9.5-12.5)

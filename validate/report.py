@@ -1,6 +1,6 @@
 """`tilesim report`: the model's accuracy against committed GPU measurements (CPU only).
 
-The measurements in ``validate/results/*.json`` store each point's workload and
+The measurements in ``results/raw/*.json`` store each point's workload and
 KernelConfig, so the report predicts every point again with the *current* model
 (stored predictions are only a record of the day): a model change shows its
 effect on accuracy at once, and the accuracy test in ``tests/validate`` keeps it
@@ -34,11 +34,11 @@ from ..errors import TilesimError
 from ..hwmodels import load_gpu
 from ..hwmodels.presets import base_preset_for
 from ..traces.workload import KernelConfig, Workload
+from . import paths as results_paths
 from . import schema, stats
 from .grid import EXTERNAL_SCHEDULES
 from .predict import Job, predict_many
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 RATIOS = (("v2", "standard"), ("v3", "v2"), ("v2", "v1"))
 PASS_ORDER = ("fwd", "bwd", "fwd_bwd")
 BACKWARD_TARGET_MAPE_PCT = 15.0  # issue 7's target for the backward's predictions
@@ -304,11 +304,11 @@ def seqlens(w) -> str:
 # -- inputs ---------------------------------------------------------------------------------
 
 
-def default_paths(results_dir: Path = RESULTS_DIR) -> list[Path]:
+def default_paths(results_dir: Path | None = None) -> list[Path]:
     """Every validate file (each set and run) and every bench file that timed an
     external kernel the model predicts (``EXTERNAL_SCHEDULES``)."""
     validate, bench = [], []
-    for path in sorted(results_dir.glob("*.json")):
+    for path in sorted((results_dir or results_paths.raw()).glob("*.json")):
         kind = _kind(path)
         if kind == "validate":
             validate.append(path)
@@ -510,9 +510,9 @@ def build_report(
     paths = [Path(p) for p in paths] if paths else default_paths()
     if not paths:
         raise TilesimError(
-            f"no results files in {RESULTS_DIR} yet: run `tilesim validate` on a GPU first"
+            f"no results files in {results_paths.raw()} yet: run `tilesim validate` on a GPU first"
         )
-    # `validate/results/*.json` also matches calibrate, registers, ncu files and the
+    # `results/raw/*.json` also matches calibrate, registers, ncu files and the
     # accuracy baseline: they hold no kernel measurement, so they are passed over
     kinds = {p: _kind(p) for p in paths}
     skipped = [f"{p.name} (kind {kinds[p]!r})" for p in paths if kinds[p] not in MEASURED]
@@ -884,8 +884,8 @@ def write_png(report: Report, path: str | Path) -> Path:
         plt.close(fig)
 
 
-def baseline_path(results_dir: Path = RESULTS_DIR) -> Path:
-    return results_dir / schema.ACCURACY_FILE
+def baseline_path() -> Path:
+    return results_paths.derived() / schema.ACCURACY_FILE
 
 
 def write_baseline(report: Report, path: Path | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""The results files under ``validate/results/``: versioned JSON, checked on load.
+"""The results files under ``results/raw/``: versioned JSON, checked on load.
 
 Three kinds share one envelope::
 
@@ -103,7 +103,7 @@ def load_results(path: str | os.PathLike) -> dict:
 def load_measurement_files(paths) -> tuple[list[tuple[Path, dict]], list[str]]:
     """The validate/bench/calibrate files among ``paths``, checked, and a note for each
     other JSON file passed over (an accuracy baseline, an issue or ncu record), so a
-    glob such as ``validate/results/*.json`` reads what it can."""
+    glob such as ``results/raw/*.json`` reads what it can."""
     docs, notes = [], []
     for path in map(Path, paths):
         doc = load_json(path)

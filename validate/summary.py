@@ -1,4 +1,4 @@
-"""A short summary of one GPU run's results files (the last thing `gpu_run.sh` prints).
+"""A short summary of one GPU run's results files (the last thing `validate/gpu/run.sh` prints).
 
     python -m tilesim.validate.summary OUT_DIR
 

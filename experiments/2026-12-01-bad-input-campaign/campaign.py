@@ -43,12 +43,12 @@ MUTATIONS = 240
 
 SMALL = ["-b", "1", "-H", "1", "-n", "256", "-d", "64"]
 PRESET = ROOT / "hwmodels" / "presets" / "h100_sxm5_80gb.toml"
-RESULTS = ROOT / "validate" / "results" / "2026-11-30-h200.json"
-BENCH = ROOT / "validate" / "results" / "2026-11-30-h200-bench.json"
-CALIBRATE = ROOT / "validate" / "results" / "2026-11-30-h200-calibrate.json"
+RESULTS = ROOT / "results" / "raw" / "2026-11-30-h200.json"
+BENCH = ROOT / "results" / "raw" / "2026-11-30-h200-bench.json"
+CALIBRATE = ROOT / "results" / "raw" / "2026-11-30-h200-calibrate.json"
 PYTHON = sys.executable  # --python: another interpreter (another tree's tilesim)
 # where a command writes by default, inside the repository: never touched by a case
-GUARDED = [ROOT / "hwmodels" / "presets", ROOT / "validate" / "results", ROOT]
+GUARDED = [ROOT / "hwmodels" / "presets", ROOT / "results" / "raw", ROOT]
 
 
 @dataclass
@@ -1852,7 +1852,7 @@ def main() -> None:
         return
     global PYTHON
     PYTHON = args.python
-    GUARDED[:] = [args.root / "hwmodels" / "presets", args.root / "validate" / "results", args.root]
+    GUARDED[:] = [args.root / "hwmodels" / "presets", args.root / "results" / "raw", args.root]
     with tempfile.TemporaryDirectory(prefix="tilesim-fixtures-") as name:
         fx = Path(name)
         make_fixtures(fx)

@@ -2,7 +2,7 @@
 
 Informs the decode kernel's default tiles (traces/serving.py); never a hardware
 parameter. Each config's output is checked against the float32 reference first,
-then timed as a CUDA-graph replay with L2 flushed (validate.timing.bench_graph_s).
+then timed as a CUDA-graph replay with L2 flushed (validate.gpu.timing.bench_graph_s).
 Usage (GPU): python experiments/2026-12-01-decode-tuning/sweep.py OUT.json
 """
 
@@ -16,7 +16,7 @@ import torch
 from tilesim.kernels import launches
 from tilesim.kernels._common import device_gpu
 from tilesim.traces import Workload, default_config
-from tilesim.validate import metadata, timing
+from tilesim.validate.gpu import metadata, timing
 
 SHAPES = [  # batch, heads, kv heads, KV length (d = 128, one query row)
     (1, 32, 8, 32768),  # split 15 ways, heads packed

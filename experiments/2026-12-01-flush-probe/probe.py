@@ -16,7 +16,7 @@ import torch
 from tilesim.hwmodels import load_gpu
 from tilesim.traces import Workload
 from tilesim.traces.config import default_config
-from tilesim.validate import metadata, timing
+from tilesim.validate.gpu import metadata, timing
 
 SHAPES = [
     ("v3", Workload(1, 6, 213, 213, 128)),

@@ -16,7 +16,7 @@ from pathlib import Path
 from tilesim.validate.report import build_report, seqlens
 from tilesim.validate.schema import load_results, workload_from_record
 
-RESULTS = Path(__file__).resolve().parents[2] / "validate" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "raw"
 OWN = RESULTS / "2026-12-01-h200-serving0.json"
 PEERS = RESULTS / "2026-12-01-h200-bench-serving0.json"
 CALIBRATE = RESULTS / "2026-11-30-h200-calibrate.json"

@@ -1,5 +1,5 @@
 """v1's grid points (this run) against standard's and v2's on the same grid, measured
-in other runs on H200s (validate/results): v1 / standard speed and v1's share of v2.
+in other runs on H200s (results/raw): v1 / standard speed and v1's share of v2.
 
     python experiments/2026-12-01-v1-fast/grid_ratios.py V1_FILE OTHER_FILE...
 """

@@ -1,7 +1,7 @@
 """Issue 23's shapes on the GPU: v1 (released structure, and variants), fa1-algorithm1,
 standard and v2, forward and backward, through the validation harness.
 
-Every point goes through ``tilesim.validate.run.run_validate``: fresh inputs, the
+Every point goes through ``tilesim.validate.gpu.run.run_validate``: fresh inputs, the
 output (or dq, dk, dv) checked against the float32 reference first, then the
 do_bench medians, the CUDA-graph replay time and the SM clock sampled meanwhile.
 No predictions here (``tilesim report`` recomputes them on the CPU).
@@ -17,8 +17,8 @@ from pathlib import Path
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import fa1_num_splits, named_config
 from tilesim.traces.workload import Workload
+from tilesim.validate.gpu.run import run_validate
 from tilesim.validate.grid import GridPoint
-from tilesim.validate.run import run_validate
 
 # (batch, heads, N, d, causal): B x H x splits fills the 132 SMs; S1 is the FA1 paper's
 S1 = (16, 8, 1024, 64, False)

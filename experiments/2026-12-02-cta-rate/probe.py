@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tilesim.validate import metadata, timing
+from tilesim.validate.gpu import metadata, timing
 
 
 @triton.jit

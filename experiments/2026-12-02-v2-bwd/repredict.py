@@ -7,7 +7,7 @@ file's MAPE and signed mean by head dim. Predicts at the SM clock read while eac
 point was timed, as the report does (`--preset-clock`: the preset's).
 
     python experiments/2026-12-02-v2-bwd/repredict.py --algo v2 --pass bwd \
-        validate/results/2026-12-01-h200-run1.json ... [--out errors.json]
+        results/raw/2026-12-01-h200-run1.json ... [--out errors.json]
 """
 
 import argparse

@@ -25,6 +25,6 @@ for n in 7273 7296; do
     > /tmp/src_v2fwd_$n.csv 2>/tmp/s$n.err; echo "src $n rc=$?"
   tail -2 /tmp/s$n.err
 done
-python3 validate/results/logs/2026-11-30-h200-src-sass.py "$OUT/src-sass.json" /tmp/src_v2fwd_*.csv
+python3 results/logs/2026-11-30-h200-src-sass.py "$OUT/src-sass.json" /tmp/src_v2fwd_*.csv
 nvidia-smi --query-gpu=$Q --format=csv,noheader >> "$OUT/smi.txt"
 ls -la "$OUT"

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from tilesim.hwmodels import load_gpu
-from tilesim.validate import metadata, timing
+from tilesim.validate.gpu import metadata, timing
 
 BM, BN, BK = 128, 128, 64
 TILES = 64  # distinct streamed tiles: 64 x 2 x 16 KiB = 2 MiB, L2-resident

@@ -17,7 +17,7 @@ import time
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
-from tilesim.validate import metadata, timing
+from tilesim.validate.gpu import metadata, timing
 
 # (algo, B, H, N, d, causal, dtype)
 SHAPES = [

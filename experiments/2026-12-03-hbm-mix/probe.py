@@ -21,8 +21,8 @@ from tilesim.hwmodels import load_gpu
 from tilesim.kernels import launches
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
-from tilesim.validate import timing
-from tilesim.validate.microbench import time_calls
+from tilesim.validate.gpu import timing
+from tilesim.validate.gpu.microbench import time_calls
 
 BLOCK = 2048
 CTAS = 132 * 8

@@ -16,7 +16,7 @@ import sys
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
-from tilesim.validate import timing
+from tilesim.validate.gpu import timing
 
 
 def main(path):

@@ -24,7 +24,7 @@ import triton.language as tl
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
-from tilesim.validate import timing
+from tilesim.validate.gpu import timing
 
 
 @triton.jit

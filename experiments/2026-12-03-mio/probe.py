@@ -20,8 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from tilesim.validate import metadata
-from tilesim.validate.microbench import _clock64, _globaltimer
+from tilesim.validate.gpu import metadata
+from tilesim.validate.gpu.microbench import _clock64, _globaltimer
 
 
 @triton.jit

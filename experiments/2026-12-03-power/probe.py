@@ -22,7 +22,7 @@ import time
 import torch
 import triton
 
-from tilesim.validate import metadata, microbench, power_bench, timing
+from tilesim.validate.gpu import metadata, microbench, power, timing
 
 BM, BN, BK = 128, 128, 64
 L2_TILES = 32  # streamed tiles in the L2-resident buffer (32 x 2 x 16 KiB = 1 MiB, fp16)
@@ -31,7 +31,7 @@ LAUNCH_S = 2e-3
 
 
 # the tl.dot loop this probe ran is calibrate's power step's (same source)
-_dot_loop_src = power_bench._dot_loop_src
+_dot_loop_src = power._dot_loop_src
 _dot_loop = triton.jit(_dot_loop_src)
 _dot_loop_sync = triton.jit(_dot_loop_src)  # compiled with DISABLE_MMA_V3=1
 

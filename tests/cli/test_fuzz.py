@@ -27,7 +27,7 @@ from tilesim.hwmodels import load_gpu, preset_path
 from tilesim.traces import build
 from tilesim.traces.files import load, save, to_dict
 from tilesim.traces.workload import Workload
-from tilesim.validate import schema
+from tilesim.validate import paths, schema
 
 FUZZ = settings(
     max_examples=int(os.environ.get("TILESIM_FUZZ_EXAMPLES", "60")),
@@ -278,7 +278,7 @@ def test_preset_files_load_or_fail_in_one_line(edits, garbage):
 
 
 def _small_results() -> dict:
-    doc = schema.load_results(Path(schema.__file__).parent / "results" / "2026-11-30-h200.json")
+    doc = schema.load_results(paths.raw() / "2026-11-30-h200.json")
     doc = copy.deepcopy(doc)
     doc["measurements"] = doc["measurements"][:3]
     return doc

@@ -19,7 +19,7 @@ import pytest
 from tests.cli.test_errors import SMALL, assert_one_line, run
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "validate" / "results"
+RESULTS = ROOT / "results" / "raw"
 
 # every command that reads a file a user names, with that file's place in its arguments
 READERS = {

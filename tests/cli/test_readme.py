@@ -4,7 +4,7 @@ The commands are read from README.md, so an edit there is tested as it stands.
 ``[--option]`` groups are the README's notation for optional flags: a line with them
 runs twice, without them and with all of them. Each runs in a shell (globs and
 redirections as a user's would) in a scratch folder that sees the repository's
-``validate/`` (its committed results), in README order, so ``trace replay
+``results/`` (the committed measurements), in README order, so ``trace replay
 v3.trace.json`` finds the file ``trace export`` wrote. The Python block runs too, and
 each ``make`` command is resolved by make (``make -n``: `make test` is this suite).
 
@@ -71,7 +71,7 @@ HEAVY = (
     "tilesim compare --gpu h100 --pass fwd_bwd",
     # every committed measurement predicted again: minutes (the --stored run below checks
     # that the glob's files are read in seconds)
-    "tilesim report validate/results/*.json",
+    "tilesim report results/raw/*.json",
 )
 FULL = bool(os.environ.get("TILESIM_README_FULL"))
 CPU_COMMANDS = [c for c in COMMANDS if not c.startswith(GPU_COMMANDS)]
@@ -147,7 +147,7 @@ def test_the_readme_defines_every_bound_label_as_the_code_does():
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     folder = tmp_path_factory.mktemp("readme")
-    (folder / "validate").symlink_to(ROOT / "validate")
+    (folder / "results").symlink_to(ROOT / "results")
     return folder
 
 
@@ -188,8 +188,8 @@ def test_readme_command_runs_verbatim(command, scratch):
 def test_the_readme_report_glob_reads_every_committed_file(scratch):
     """The README's `report` line with the stored predictions: every file the glob matches
     is read or passed over with a note, and the figures come out, in seconds."""
-    command = "tilesim report validate/results/*.json --stored --gpu-preset h200_sxm_141gb"
-    assert COMMANDS.count("tilesim report validate/results/*.json") == 1
+    command = "tilesim report results/raw/*.json --stored --gpu-preset h200_sxm_141gb"
+    assert COMMANDS.count("tilesim report results/raw/*.json") == 1
     tilesim = Path(sys.executable).parent / "tilesim"
     env = dict(os.environ, PATH=f"{tilesim.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     result = subprocess.run(

@@ -138,7 +138,7 @@ def test_roofline_measured_points_from_results(tmp_path):
 
 def test_a_roofline_without_measured_points_says_so(app, tmp_path):
     out = tmp_path / "roof.png"
-    h200 = Path(__file__).resolve().parents[2] / "validate/results/2026-12-01-h200-run1.json"
+    h200 = Path(__file__).resolve().parents[2] / "results/raw/2026-12-01-h200-run1.json"
     args = ["roofline", "--gpu", "h100", *SMALL, "--out", str(out), "--json", "--results"]
     result = runner.invoke(app, [*args, str(h200)])
     assert result.exit_code == 0, result.output

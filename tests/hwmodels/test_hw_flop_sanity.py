@@ -19,7 +19,7 @@ from tilesim.simulator import simulate
 from tilesim.traces import Workload, build
 
 CEILING = 0.85
-RESULTS = Path(__file__).resolve().parents[2] / "validate" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "raw"
 # Results files of measured kernels, by the datasheet preset of the die they ran on.
 MEASURED = {"h200_sxm_141gb": ("2026-11-30-h200.json", "2026-11-30-h200-bench.json")}
 DIE = {"h100_sxm5_80gb": "h200_sxm_141gb", "h200_sxm_141gb": "h200_sxm_141gb"}

@@ -111,13 +111,13 @@ def test_import_without_torch_gives_one_clear_line():
 def test_v3_refuses_what_it_cannot_run(monkeypatch):
     """Ping-pong only with warp specialisation, which runs the Gluon kernel; Triton's own
     warp-specialised build (deadlocked on an H200) only when asked for, without ping-pong."""
-    from tilesim.kernels import flash_v3, flash_v3_gluon
+    from tilesim.kernels import flash_v3, gluon
 
     assert flash_v3.check_config(KernelConfig(128, 128, 8, 3, "wgmma")) is None
     assert "ping-pong" in flash_v3.check_config(KernelConfig(128, 128, 8, 2, pingpong=True))
     ws = KernelConfig(128, 128, 8, 2, "wgmma", warp_specialize=True)
     monkeypatch.delenv(flash_v3.WARP_SPECIALIZE_ENV, raising=False)
-    assert flash_v3.check_config(ws) == flash_v3_gluon.check_config(ws)
+    assert flash_v3.check_config(ws) == gluon.check_config(ws)
     monkeypatch.setenv(flash_v3.WARP_SPECIALIZE_ENV, "1")
     assert flash_v3.check_config(ws) is None
     assert "ping-pong" in flash_v3.check_config(ws.replace(pingpong=True))

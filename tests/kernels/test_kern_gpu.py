@@ -28,7 +28,8 @@ def _hopper() -> bool:
 
 
 # v3 runs without warp specialisation (its warp-specialised build deadlocked on an
-# H200, kernels/TUNING.md), so it takes an explicit config rather than the default.
+# H200, experiments/2026-11-30-tuning/README.md), so it takes an explicit config rather than
+# the default.
 V3_CONFIGS = {
     64: KernelConfig(128, 128, 8, 3, "wgmma"),
     128: KernelConfig(128, 128, 8, 3, "wgmma"),

@@ -30,7 +30,7 @@ def _hopper() -> bool:
 
 def test_module_imports_on_any_triton():
     """Importing never fails; without Gluon the config is refused in one line."""
-    mod = importlib.import_module("tilesim.kernels.flash_v3_gluon")
+    mod = importlib.import_module("tilesim.kernels.gluon")
     problem = mod.check_config(WS, 128)
     if mod.AVAILABLE:
         assert problem is None
@@ -39,9 +39,9 @@ def test_module_imports_on_any_triton():
 
 
 def test_dispatch_refuses_what_the_gluon_kernel_cannot_run():
-    from tilesim.kernels import flash_v3, flash_v3_gluon
+    from tilesim.kernels import flash_v3, gluon
 
-    if not flash_v3_gluon.AVAILABLE:
+    if not gluon.AVAILABLE:
         pytest.skip("this Triton has no Gluon warp_specialize")
     assert flash_v3.check_config(WS_PP) is None
     assert "warp_specialize" in flash_v3.check_config(
@@ -54,10 +54,10 @@ def test_dispatch_refuses_what_the_gluon_kernel_cannot_run():
     ):
         problem = flash_v3.check_config(bad)
         assert problem and words in problem and "\n" not in problem
-    assert "head_dim" in flash_v3_gluon.check_config(WS, 256)
-    assert "shared memory" in flash_v3_gluon.check_config(WS.replace(num_stages=4), 128)
-    assert flash_v3_gluon.check_config(WS.replace(num_stages=3), 128) is None
-    assert flash_v3_gluon.check_config(WS.replace(persistent=True), 128) is None
+    assert "head_dim" in gluon.check_config(WS, 256)
+    assert "shared memory" in gluon.check_config(WS.replace(num_stages=4), 128)
+    assert gluon.check_config(WS.replace(num_stages=3), 128) is None
+    assert gluon.check_config(WS.replace(persistent=True), 128) is None
 
 
 gpu = pytest.mark.gpu
@@ -123,7 +123,7 @@ def test_fp8_permuted_p_operand_matches_the_plain_one(config, causal, n, d):
     """permute_p=True (Vᵀ's keys permuted within 32, P without lane shuffles) computes
     the same attention: a key whose P and V columns disagreed would move the output by
     O(1), far above the fp32 summation-order difference allowed here."""
-    from tilesim.kernels import flash_v3_gluon
+    from tilesim.kernels import gluon
 
     q, k, v = make_qkv(1, 3, n, n, d, torch.float32, "cuda", seed=3 * n + d + causal)
     (q8, sq), (k8, sk), (v8, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
@@ -131,7 +131,7 @@ def test_fp8_permuted_p_operand_matches_the_plain_one(config, causal, n, d):
     outs = []
     for permute_p in (False, True):
         out = poisoned(q.shape, torch.float16, "cuda")
-        for _, run in flash_v3_gluon.launches(
+        for _, run in gluon.launches(
             q8, k8, v8, causal, d**-0.5, config, out, permute_p=permute_p, **scales
         ):
             run()
@@ -177,7 +177,7 @@ def test_persistent_grid_matches_reference(dtype, causal, shape, ctas, stages):
     """A persistent CTA loops over tiles: Q reloaded per tile (double-buffered for fp8),
     the K/V ring's slots and phases running on across tiles (block counts not multiples
     of the stages); every tile must come out right."""
-    from tilesim.kernels import flash_v3_gluon
+    from tilesim.kernels import gluon
 
     b, h, n_q, n_kv, d = shape
     config = WS.replace(persistent=True, num_stages=stages)
@@ -190,7 +190,7 @@ def test_persistent_grid_matches_reference(dtype, causal, shape, ctas, stages):
         (q, sq), (k, sk), (v, sv) = (K.quantize_fp8(2.0 * t) for t in (q, k, v))
         scales, tol = dict(q_scale=sq, k_scale=sk, v_scale=sv), 0.1
     out = poisoned((b, h, n_q, d), torch.float16, "cuda")
-    runs = flash_v3_gluon.launches(q, k, v, causal, d**-0.5, config, out, ctas=ctas, **scales)
+    runs = gluon.launches(q, k, v, causal, d**-0.5, config, out, ctas=ctas, **scales)
     assert [name for name, _ in runs] == (
         ["v3_transpose_v", "v3_fwd"] if dtype == "fp8" else ["v3_fwd"]
     )

@@ -93,12 +93,12 @@ _V2_FAST = pytest.mark.xfail(
 def test_v3_beats_v2_on_h100(n, batch):
     # FlashAttention-3 (warp-specialised, ping-pong) against a v2 that already uses
     # wgmma with two independent warpgroups: FA3's gain is the softmax it hides under
-    # the GEMMs. Measured on the H200 (validate/results/2026-11-30-h200-bench.json,
+    # the GEMMs. Measured on the H200 (results/raw/2026-11-30-h200-bench.json,
     # d=128, N >= 4k): cuDNN's FA3-style kernel 1.08-1.13x our Triton v2; the FA3
     # paper's ~740 TFLOPS on an H100 is ~1.25x it. Hiding all of the softmax could
     # give at most (GEMMs + softmax) / GEMMs, about 1.8x.
     # Our own v2 over our v3, fp16 d=128 without a mask, CUDA graphs
-    # (validate/results/2026-12-03-h200-run13-grid.json): 1.09 at N=2k to 1.13 at 16k,
+    # (results/raw/2026-12-03-h200-run13-grid.json): 1.09 at N=2k to 1.13 at 16k,
     # v3 at a 6-9% lower counted clock than v2.
     t = {
         a: tilesim.predict(gpu="h100", algo=a, batch=batch, heads=16, seqlen=n, head_dim=128).time_s

@@ -18,7 +18,8 @@ from tilesim.traces.config import default_config
 from tilesim.traces.tiles import regs_estimate
 from tilesim.traces.workload import KernelConfig, Workload
 
-RESULTS = Path(__file__).resolve().parents[2] / "validate" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "raw"
+DERIVED = RESULTS.parent / "derived"
 GMMA = ("HGMMA", "QGMMA")
 
 
@@ -96,7 +97,7 @@ def test_spill_covers_are_the_sass_waits_and_build_applies_them(profile):
 
 
 def test_issue_cycles_are_the_replay_of_the_gpu_compiled_sass(profile):
-    """Equal to validate/results/*-issue.json (validate/issue.py on the H200's SASS dump)."""
+    """Equal to results/derived/*-issue.json (validate/issue.py on the H200's SASS dump)."""
     gpu = load_gpu("h200")
     kernels = {}
     for path in sorted(RESULTS.glob("*-registers.json")):
@@ -105,7 +106,7 @@ def test_issue_cycles_are_the_replay_of_the_gpu_compiled_sass(profile):
                 case["kernels"]
             )
     rows = 0
-    for path in sorted(RESULTS.glob("*-issue.json")):
+    for path in sorted(DERIVED.glob("*-issue.json")):
         for row in json.loads(path.read_text())["kernels"]:
             w, c = Workload(**row["workload"]), KernelConfig(**row["config"])
             launches = build(row["algo"], w, gpu, c).launches

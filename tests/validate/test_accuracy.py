@@ -1,7 +1,7 @@
 """The accuracy guard: the model must not predict the committed GPU measurements worse.
 
 Predictions are recomputed (fast fidelity, nothing cached) for every measured
-point in the validate files that ``validate/results/accuracy.json`` names, with
+point in the validate files that ``results/derived/accuracy.json`` names, with
 the preset it names, and each algorithm's MAPE, forward and backward apart, must
 stay within its committed figure + ``slack_pct`` (1 point); together these keep
 the overall MAPE within its committed figure + 1. One test per algorithm and
@@ -16,12 +16,13 @@ Skipped while no measurement file is committed yet.
 import pytest
 
 from tilesim.traces.workload import ALGOS
+from tilesim.validate import paths as results_paths
 from tilesim.validate import report, schema
 
 
 def _validate_files():
     files = []
-    for path in sorted(report.RESULTS_DIR.glob("*.json")):
+    for path in sorted(results_paths.raw().glob("*.json")):
         if path.name == schema.ACCURACY_FILE:
             continue
         doc = schema.load_json(path)
@@ -38,10 +39,10 @@ WORKERS = 2  # prediction processes per test (the suite runs on two cores)
 )
 def test_accuracy_has_not_regressed(algo, pass_):
     if not _validate_files():
-        pytest.skip("no GPU measurements committed in validate/results/ yet")
+        pytest.skip("no GPU measurements committed in results/raw/ yet")
     baseline = report.load_baseline()
     assert baseline is not None, (
-        "validate/results/ holds measurements but no accuracy.json: run "
+        "results/raw/ holds measurements but no accuracy.json: run "
         "`tilesim report --update-baseline` and commit it"
     )
     if pass_ == "fwd":
@@ -50,7 +51,7 @@ def test_accuracy_has_not_regressed(algo, pass_):
         committed = baseline.get("by_pass_algo", {}).get(pass_, {}).get(algo)
     if committed is None:
         pytest.skip(f"the baseline has no measured {algo} {pass_} point")
-    paths = [report.RESULTS_DIR / name for name in baseline["files"]]
+    paths = [results_paths.raw() / name for name in baseline["files"]]
     missing = [p.name for p in paths if not p.exists()]
     assert not missing, f"accuracy.json names files that are gone: {missing}"
 

@@ -14,7 +14,7 @@ triton = pytest.importorskip("triton")
 pytest.importorskip("torch")
 
 GPU_FILE = (
-    Path(__file__).resolve().parents[2] / "validate" / "results" / "2026-12-01-h200-registers.json"
+    Path(__file__).resolve().parents[2] / "results" / "raw" / "2026-12-01-h200-registers.json"
 )  # compiled on the H200 by triton 3.6.0
 
 pytestmark = [

@@ -1,6 +1,6 @@
 """The model's HBM bytes against the DRAM bytes Nsight Compute counted on the H200.
 
-validate/results/*-ncu.json holds hardware counters of our kernels, one run each
+results/raw/*-ncu.json holds hardware counters of our kernels, one run each
 (``ncu --clock-control none``). The traffic model must reproduce the DRAM reads of
 every kernel and the DRAM writes of the N x N matrices and v1's fp32 workspace.
 Small writes (O, LSE: under L2's 60 MiB) are left out: L2 is write-back, so the
@@ -20,7 +20,7 @@ from tilesim.simulator import simulate
 from tilesim.traces import build
 from tilesim.traces.workload import KernelConfig, Workload
 
-RESULTS = Path(__file__).resolve().parents[2] / "validate" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "raw"
 TOL = 0.02
 BIG_WRITE = 1e9  # bytes: writes this large must reach DRAM within the kernel
 # Known misses, with their physical reason (strict: they fail the suite once fixed).

@@ -17,7 +17,8 @@ from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import PAPER_HIDDEN, PAPER_TOKENS, Workload
-from tilesim.validate import bench, grid, report, run, schema, summary, timing
+from tilesim.validate import grid, report, schema, summary
+from tilesim.validate.gpu import bench, run, timing
 from tilesim.validate.predict import predict_point
 
 HAS_KERNELS = all(importlib.util.find_spec(m) for m in ("torch", "triton"))

@@ -365,7 +365,7 @@ def test_without_cycle_counters_tensor_kernels_keep_the_clock():
 
 
 def test_cta_turnaround_pairs_each_freed_slot_with_the_next_start():
-    from tilesim.validate.microbench import turnaround_gaps
+    from tilesim.validate.gpu.microbench import turnaround_gaps
 
     # two slots on SM 0: CTAs end at 100 and 120; the next two start at 130 and 150;
     # SM 1 has one slot: end 200, next start 260

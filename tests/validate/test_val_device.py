@@ -90,7 +90,7 @@ def test_a_hopper_device_gets_hopper_features():
 
 
 def test_validate_uses_the_preset_calibrate_built(monkeypatch):
-    from tilesim.validate import run
+    from tilesim.validate.gpu import run
 
     monkeypatch.setattr("tilesim.hwmodels.list_presets", lambda: ["nvidia_l40s.calibrated"])
     assert run.default_presets("NVIDIA L40S") == ["nvidia_l40s.calibrated"]

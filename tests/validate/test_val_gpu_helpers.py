@@ -11,7 +11,8 @@ from tilesim.commands import gpu as gpu_cmd
 from tilesim.commands.common import int_list
 from tilesim.errors import TilesimError
 from tilesim.traces.workload import Workload
-from tilesim.validate import bench, calibrate, schema, timing
+from tilesim.validate import calibrate, schema
+from tilesim.validate.gpu import bench, timing
 
 
 def test_parse_impls():
@@ -97,11 +98,11 @@ def test_host_time_is_per_call(monkeypatch):
     assert len(calls) == 1 + 10 * 3
 
 
-VALIDATE_DIR = Path(__file__).resolve().parents[2] / "validate"
+VALIDATE_DIR = Path(__file__).resolve().parents[2] / "validate" / "gpu"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
-@pytest.mark.parametrize("name", ["gpu_run.sh", "gpu_validate.sh", "gpu_steps.sh"])
+@pytest.mark.parametrize("name", ["run.sh", "validate.sh", "steps.sh"])
 def test_gpu_scripts_parse(name):
     r = subprocess.run(["bash", "-n", str(VALIDATE_DIR / name)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -111,7 +112,7 @@ def test_gpu_scripts_parse(name):
 def test_a_failed_or_killed_step_is_logged_and_the_run_goes_on(tmp_path):
     log = tmp_path / "log"
     script = (
-        f'source {VALIDATE_DIR / "gpu_steps.sh"}; : >"$LOG"; '
+        f'source {VALIDATE_DIR / "steps.sh"}; : >"$LOG"; '
         'run 5 bash -c "echo hi; exit 3"; run 1 sleep 5; say done'
     )
     r = subprocess.run(
@@ -137,7 +138,7 @@ def test_watchdog_records_and_exits(tmp_path):
     marker = tmp_path / "hung.txt"
     code = (
         "import time\n"
-        "from tilesim.validate.timing import Watchdog\n"
+        "from tilesim.validate.gpu.timing import Watchdog\n"
         f"w = Watchdog(0.2, lambda what: open({str(marker)!r}, 'w').write(str(what)))\n"
         "w.arm('point 7')\n"
         "time.sleep(30)\n"

@@ -1,6 +1,6 @@
 """Metadata collected beside measurements: nvidia-smi parsing, names, digests."""
 
-from tilesim.validate import metadata
+from tilesim.validate.gpu import metadata
 
 SMI = (
     "name, clocks.current.sm [MHz], clocks.current.memory [MHz], clocks.max.sm [MHz], "

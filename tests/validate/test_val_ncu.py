@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from tilesim.validate import ncu
+from tilesim.validate.gpu import ncu
 
 
 def _csv(kernels: list[tuple[str, float]]) -> str:

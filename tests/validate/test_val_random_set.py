@@ -76,7 +76,7 @@ def test_external_shapes_alternate_kernels_and_repeat_by_seed():
 
 def test_external_shapes_are_drawn_as_the_random_set_and_fit_their_bounds():
     from tilesim.traces import build_external
-    from tilesim.validate.timing import math_scratch_bytes
+    from tilesim.validate.gpu.timing import math_scratch_bytes
 
     shapes = random_set.external_shapes(H200, seed=7, count=120)
     ws = [s.workload for s in shapes]

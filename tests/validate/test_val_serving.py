@@ -53,7 +53,7 @@ def test_every_point_builds_with_the_config_it_runs(h200):
 def test_the_output_check_reads_each_heads_own_kv_head():
     torch = pytest.importorskip("torch")
     from tilesim.kernels.reference import reference
-    from tilesim.validate import timing
+    from tilesim.validate.gpu import timing
 
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(2, 4, 3, 64, generator=gen)

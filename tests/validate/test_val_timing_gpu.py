@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilesim.validate import timing
+from tilesim.validate.gpu import timing
 
 torch = pytest.importorskip("torch")
 

@@ -13,7 +13,7 @@ from tilesim.hwmodels.provenance import source_kind
 from tilesim.hwmodels.schema import HBM_MIX_FIELDS
 from tilesim.validate import calibrate, schema, transfer
 
-RESULTS = Path(__file__).resolve().parents[2] / "validate" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results" / "raw"
 # The raw files of h200_sxm_141gb.calibrated.toml, in the order its header gives them
 # (a later file's row replaces an earlier one of the same name).
 H200_FILES = (

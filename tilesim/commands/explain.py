@@ -8,7 +8,6 @@ batch and H·d = 2048 (so ``-n 4096 -d 128`` is batch 4 x 16 heads); ``-b`` and
 from __future__ import annotations
 
 import dataclasses
-import glob
 from pathlib import Path
 from typing import Annotated
 
@@ -229,7 +228,7 @@ def roofline(
         typer.Option(
             "--results",
             help="validate/bench results JSON with measured points "
-            "[default: validate/results/*.json of this GPU].",
+            "[default: results/raw/*.json of this GPU].",
             **_NO_DEFAULT,
         ),
     ] = None,
@@ -239,7 +238,7 @@ def roofline(
     more_results: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="More results files, so that --results validate/results/*.json works.",
+            help="More results files, so that --results results/raw/*.json works.",
             show_default=False,
         ),
     ] = None,
@@ -352,16 +351,16 @@ def measured_points(
     of this GPU in them, or none of this shape).
 
     Given paths are read (a bad file is an error); without them the committed
-    ``validate/results/*.json`` are searched and unreadable ones skipped.
+    ``results/raw/*.json`` are searched and unreadable ones skipped.
     """
     from ..hwmodels.presets import base_preset_for
     from ..validate import schema
 
     explicit = paths is not None
     if not explicit:
-        from ..validate.report import RESULTS_DIR
+        from ..validate import paths as results_paths
 
-        paths = [Path(p) for p in sorted(glob.glob(str(RESULTS_DIR / "*.json")))]
+        paths = sorted(results_paths.raw().glob("*.json"))
     base = gpu.name.split("+")[0].removesuffix(".calibrated")
     found: dict[str, list[float]] = {}
     docs = []
@@ -394,7 +393,7 @@ def measured_points(
                 continue
             flops = row.get("flops") or schema.attention_flops(w)
             found.setdefault(algo, []).append(flops / row["time_s"] / 1e12)
-    where = "the results files" if explicit else "validate/results/"
+    where = "the results files" if explicit else "results/raw/"
     note = None
     if not this_gpu:
         held = ", ".join(sorted(devices)) or "none"

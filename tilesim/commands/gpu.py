@@ -2,7 +2,7 @@
 
 Each checks for torch, triton and a GPU first (one line and exit 2 without
 them), prints progress on stderr, a table on stdout, and writes a results file
-(atomically, checkpointed during long runs) under ``validate/results/`` unless
+(atomically, checkpointed during long runs) under ``results/raw/`` unless
 told where.
 """
 
@@ -30,11 +30,9 @@ from .common import (
     workers_of,
 )
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "validate" / "results"
-
 OutOpt = Annotated[
     Path | None,
-    typer.Option("--out", "-o", help="Results file to write [default: under validate/results/]."),
+    typer.Option("--out", "-o", help="Results file to write [default: under results/raw/]."),
 ]
 WarmupOpt = Annotated[float, typer.Option("--warmup-ms", help="do_bench warm-up per point (ms).")]
 RepOpt = Annotated[float, typer.Option("--rep-ms", help="do_bench timing per point (ms).")]
@@ -118,10 +116,13 @@ def _check_out(path: Path | None) -> None:
 def _default_out(suffix: str) -> Path:
     import torch
 
-    from ..validate.metadata import gpu_slug, today
+    from ..validate import paths
+    from ..validate.gpu.metadata import gpu_slug, today
 
     slug = gpu_slug(torch.cuda.get_device_name(0))
-    return RESULTS_DIR / f"{today()}-{slug}{suffix}.json"
+    out = paths.raw()
+    out.mkdir(parents=True, exist_ok=True)
+    return out / f"{today()}-{slug}{suffix}.json"
 
 
 # -- calibrate ----------------------------------------------------------------------------
@@ -179,7 +180,7 @@ def calibrate(
 ) -> None:
     """Micro-benchmark this GPU and write a calibrated preset (never looks at attention)."""
     from ..validate.calibrate import check_steps
-    from ..validate.timing import require_cuda
+    from ..validate.gpu.timing import require_cuda
 
     steps = check_steps([s.strip() for s in only.split(",")] if only else None)
     _check_out(out)
@@ -198,7 +199,8 @@ def calibrate(
 
     from ..hwmodels import preset_path, write_preset
     from ..validate import calibrate as cal
-    from ..validate import metadata, schema
+    from ..validate import schema
+    from ..validate.gpu import metadata
 
     device = torch.cuda.get_device_name(0)
     base_gpu, base_name = _base_for(device, base)
@@ -422,9 +424,9 @@ def bench(
     json_out: JsonOpt = False,
 ) -> None:
     """Time tilesim's kernels and PyTorch SDPA's backends on the same shapes (TFLOPS table)."""
-    from ..validate import bench as b
     from ..validate import grid
-    from ..validate.timing import require_cuda
+    from ..validate.gpu import bench as b
+    from ..validate.gpu.timing import require_cuda
 
     ns = int_list(seqlens, "--seqlens", grid.BENCH_SEQLENS)
     ds = head_dim_list(head_dims, (128, 64))
@@ -564,8 +566,9 @@ def validate(
 ) -> None:
     """Check, time and predict tilesim's kernels over the validation grid (or a random set)."""
     from ..traces.workload import ALGOS
-    from ..validate import grid, run
-    from ..validate.timing import require_cuda
+    from ..validate import grid
+    from ..validate.gpu import run
+    from ..validate.gpu.timing import require_cuda
 
     chosen = tuple(a.strip() for a in algos.split(",")) if algos else ALGOS
     for a in chosen:

@@ -33,7 +33,7 @@ def report(
         list[Path] | None,
         typer.Argument(
             help="Results files (validate and bench JSON; others are passed over with a note) "
-            "[default: every validate and bench file in validate/results/].",
+            "[default: every validate and bench file in results/raw/].",
             show_default=False,
         ),
     ] = None,
@@ -82,7 +82,7 @@ def report(
         bool,
         typer.Option(
             "--update-baseline",
-            help="Record this MAPE in validate/results/accuracy.json, the figure the accuracy "
+            help="Record this MAPE in results/derived/accuracy.json, the figure the accuracy "
             "test holds the model to.",
         ),
     ] = False,
@@ -90,7 +90,7 @@ def report(
         Path | None,
         typer.Option(
             "--baseline",
-            help="Where --update-baseline writes [default: validate/results/accuracy.json].",
+            help="Where --update-baseline writes [default: results/derived/accuracy.json].",
             show_default=False,
         ),
     ] = None,

@@ -1,4 +1,4 @@
-# Shared by gpu_run.sh and gpu_validate.sh (sourced): log lines, and steps under a hard
+# Shared by run.sh and validate.sh (sourced): log lines, and steps under a hard
 # time limit whose output goes to the terminal and to $LOG. A step that fails or is
 # killed is reported and the run goes on.
 say() { echo "$@" | tee -a "$LOG"; }

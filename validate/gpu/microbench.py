@@ -30,11 +30,11 @@ import triton
 import triton.language as tl
 from triton.testing import do_bench
 
-from ..errors import TilesimError
-from ..units import GiB, KiB, MiB
+from ...errors import TilesimError
+from ...units import GiB, KiB, MiB
+from ..schema import measurement, summary_lines
+from ..stats import median
 from .metadata import ClockSampler
-from .schema import measurement, summary_lines
-from .stats import median
 
 READ_BLOCK = 2048  # fp32 elements per CTA per step: 8 KiB, 16 B vector loads
 # Offsets are int32: buffers stay under 2^31 elements (8 GiB of fp32).

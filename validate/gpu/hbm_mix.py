@@ -15,10 +15,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ..errors import TilesimError
-from ..units import GiB
+from ...errors import TilesimError
+from ...units import GiB
+from ..schema import measurement
 from . import microbench as mb
-from .schema import measurement
 
 # (reads, writes) per step for each write share the preset keeps (hwmodels HBM_MIX_POINTS)
 MIXES = {25: (3, 1), 50: (1, 1), 75: (1, 3), 90: (1, 9)}

@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..errors import TilesimError
-from . import metadata, schema, timing
-from .grid import GridPoint
-from .predict import Job, pool, stop_pool, submit
+from ...errors import TilesimError
+from .. import schema
+from ..grid import GridPoint
+from ..predict import Job, pool, stop_pool, submit
+from . import metadata, timing
 
 CHECKPOINT_EVERY = 1  # points between rewrites of the results file (a kill loses one point)
 POINT_LIMIT_S = 45.0  # a point not done by then is taken for a hung kernel
@@ -248,9 +249,9 @@ def _describe(row: dict) -> str:
 def default_presets(device_name: str) -> list[str]:
     """The datasheet preset of this GPU and its calibrated variant when one exists (a GPU
     with no datasheet preset: the one `tilesim calibrate` built for it)."""
-    from ..hwmodels import list_presets
-    from ..hwmodels.presets import base_preset_for, calibrated_name
-    from .device import device_slug
+    from ...hwmodels import list_presets
+    from ...hwmodels.presets import base_preset_for, calibrated_name
+    from ..device import device_slug
 
     try:
         base = base_preset_for(device_name)

@@ -3,13 +3,13 @@ and the SASS instructions of each of its loops.
 
 Occupancy needs the compiled register count, which only the compiler knows
 (the kernel profile, ``profiles/``). Nsight Compute reads it for its few cases
-(``validate/ncu.py``); this reads it for every kernel variant of the grid, from
+(``validate/gpu/ncu.py``); this reads it for every kernel variant of the grid, from
 Triton's compiled kernel (``n_regs``, and ``n_spills``: the local memory per
 thread, where registers spill), without timing anything, with the instructions per
 thread of each loop body of its SASS (``validate/sass.py``: the issue work an
 iteration costs). On the GPU machine::
 
-    python3 -m tilesim.validate.registers --out validate/results/<date>-<gpu>-registers.json
+    python3 -m tilesim.validate.gpu.registers --out results/raw/<date>-<gpu>-registers.json
 
 One case per distinct kernel variant (``traces.compiled.variant_of``): the
 first grid point that compiles it. Each case lists its launches' kernels in the
@@ -58,7 +58,7 @@ class KernelLog:
 def _launches(point, seed: int = 0):
     """The point's launches [(name, run)], inputs made and checked (forward run once
     first for a backward point, inside ``backward_launches``)."""
-    from ..kernels import backward_launches, launches
+    from ...kernels import backward_launches, launches
     from . import timing
 
     w = point.workload
@@ -77,11 +77,11 @@ def collect(log=print) -> list[dict]:
     """One case per distinct kernel variant of the validation grid (GPU)."""
     import torch
 
-    from ..hwmodels import load_gpu
-    from ..traces import build
-    from ..traces.compiled import variant_of
-    from . import sass
-    from .grid import validate_grid
+    from ...hwmodels import load_gpu
+    from ...traces import build
+    from ...traces.compiled import variant_of
+    from .. import sass
+    from ..grid import validate_grid
 
     gpu = load_gpu("h200_sxm_141gb")
     seen: set = set()
@@ -131,15 +131,15 @@ def collect(log=print) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..errors import TilesimError
+    from ...errors import TilesimError
     from . import metadata
     from .timing import require_cuda
 
-    ap = argparse.ArgumentParser(prog="python3 -m tilesim.validate.registers")
+    ap = argparse.ArgumentParser(prog="python3 -m tilesim.validate.gpu.registers")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     try:
-        require_cuda("validate.registers")
+        require_cuda("validate.gpu.registers")
     except TilesimError as exc:
         raise SystemExit(f"error: {exc}") from None
     meta = metadata.collect(

@@ -2,11 +2,12 @@
 
 On the GPU machine, from the repository root (clocks are left alone)::
 
-    ncu --clock-control none -k 'regex:^_' --metrics "$(python3 -m tilesim.validate.ncu metrics)" \
-        --csv python3 -m tilesim.validate.ncu run > ncu.csv
+    ncu --clock-control none -k 'regex:^_' \
+        --metrics "$(python3 -m tilesim.validate.gpu.ncu metrics)" \
+        --csv python3 -m tilesim.validate.gpu.ncu run > ncu.csv
     nvidia-smi --query-gpu=name,clocks.sm,power.limit,driver_version --format=csv > smi.txt
-    python3 -m tilesim.validate.ncu parse ncu.csv --smi smi.txt --git-commit <hash> \
-        --out validate/results/<date>-<gpu>-ncu.json
+    python3 -m tilesim.validate.gpu.ncu parse ncu.csv --smi smi.txt --git-commit <hash> \
+        --out results/raw/<date>-<gpu>-ncu.json
 
 ``run`` launches each case's kernels twice (the first compiles and warms up;
 ``parse`` keeps the second). A backward case first runs its forward once
@@ -83,7 +84,7 @@ def run_cases(selected: list[int] | None = None) -> None:
     """Launch every case's kernels twice (GPU; run under ncu)."""
     import torch
 
-    from ..kernels.api import backward_launches, launches, quantize_fp8
+    from ...kernels.api import backward_launches, launches, quantize_fp8
 
     for i, (algo, b, h, n, d, causal, dtype, pass_, _, _) in enumerate(CASES):
         if selected and i not in selected:
@@ -127,9 +128,9 @@ def parse(
 ) -> dict:
     """The ncu CSV of a `run` -> the results document (cases in order, second runs kept);
     ``selected``: the case indices that run was given (default: all)."""
-    from ..hwmodels import load_gpu
-    from ..traces.config import default_config
-    from ..traces.workload import Workload
+    from ...hwmodels import load_gpu
+    from ...traces.config import default_config
+    from ...traces.workload import Workload
 
     rows = csv.DictReader(line for line in csv_text.splitlines() if line.startswith('"'))
     kernels: dict = collections.OrderedDict()
@@ -178,7 +179,7 @@ def parse(
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m tilesim.validate.ncu", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tilesim.validate.gpu.ncu", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("metrics", help="print the --metrics list for ncu")
     run = sub.add_parser("run", help="launch the cases (under ncu, on the GPU)")

@@ -1,6 +1,6 @@
 """The Gluon FA3 forward's persistent grid: one CTA per SM loops over tiles.
 
-``_fwd_persistent`` is the kernel body for ``config.persistent`` (``flash_v3_gluon``
+``_fwd_persistent`` is the kernel body for ``config.persistent`` (``gluon.forward``
 dispatches to it): tile order (``_tile``), the TMA producer whose K/V ring and Q
 buffers run on across tiles, and the consumer warpgroups' tile loop around the shared
 ``_consumer_tile``.
@@ -8,14 +8,14 @@ buffers run on across tiles, and the consumer warpgroups' tile loop around the s
 
 from __future__ import annotations
 
-from ._v3_gluon_tile import AVAILABLE
+from .tile import AVAILABLE
 
-if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
+if AVAILABLE:  # the same imports succeeded in gluon.tile
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
-    from ._v3_gluon_tile import _consumer_tile
+    from .tile import _consumer_tile
 
     @gluon.jit
     def _tile(t, n_m, n_bh, CAUSAL: gl.constexpr):

@@ -1,4 +1,5 @@
-"""Check and time kernel variants on a GPU: ``python -m tilesim.kernels.tune [--phase ...]``.
+"""Check and time kernel variants on a GPU:
+``python experiments/2026-11-30-tuning/tune.py [--phase ...]``.
 
 One run does everything a short GPU lease allows: for each variant (algorithm,
 dtype, shape, KernelConfig) it draws fresh random inputs, runs once into a
@@ -27,10 +28,10 @@ from dataclasses import dataclass, field
 import torch
 import triton
 
-from ..traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
-from . import api, flash_v2
-from ._common import resolve_config
-from .reference import reference, rel_error
+from tilesim.kernels import api, flash_v2
+from tilesim.kernels._common import resolve_config
+from tilesim.kernels.reference import reference, rel_error
+from tilesim.traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
 
 TOL = {"fp16": 1e-2, "bf16": 3e-2, "fp8": 0.1}
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
@@ -88,7 +89,7 @@ def explore_variants() -> list[Variant]:
         ]:
             label = "ptr" if desc is False else ""
             out.append(Variant("v2", "fp16", n, causal, c, desc, label))
-        # v3 without warp specialisation (its specialised build deadlocked: TUNING.md)
+        # v3 without warp specialisation (its specialised build deadlocked: README.md)
         for c in [
             cfg(128, 128, 8, 3),
             cfg(128, 128, 8, 2),

@@ -1,13 +1,14 @@
 """Check, then time, v3's Gluon warp-specialised kernel against the Triton v3 (GPU only).
 
-    python -m tilesim.kernels.probe_v3_gluon --out DIR [--variants a,b:fp8] [--hang-s 45]
+    python experiments/2026-11-30-tuning/probe_v3_gluon.py --out DIR \
+        [--variants a,b:fp8] [--hang-s 45]
 
 Shapes: B·N = 16k tokens, H = 16, d = 128, N in 4096, 8192, 16384, causal off and
 on, fp16 and fp8 (e4m3, per-tensor descales). Each variant (a kernel config, see
 ``VARIANTS``) runs in its own subprocess per dtype under a hard timeout, so a
 deadlocked kernel costs ``--hang-s`` seconds and nothing else (``name:dtype`` in
 ``--variants`` runs that variant in one dtype only). Variants with keyword
-arguments call ``flash_v3_gluon.launches`` directly (schedules KernelConfig cannot
+arguments call ``gluon.launches`` directly (schedules KernelConfig cannot
 describe). In the subprocess, every shape is first checked (NaN-poisoned
 output, fresh random inputs; every element written, and the first and last head
 against a float32 reference by row chunks), then timed with
@@ -30,8 +31,8 @@ from pathlib import Path
 import torch
 import triton
 
-from ..traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
-from . import flash_v3_gluon, launches, quantize_fp8
+from tilesim.kernels import gluon, launches, quantize_fp8
+from tilesim.traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
 
 D = 128
 HEADS = PAPER_HIDDEN // D
@@ -39,11 +40,11 @@ SEQLENS = (4096, 8192, 16384)
 TOL = {"fp16": 5e-3, "fp8": 0.1}
 WS3 = KernelConfig(128, 128, 8, 3, "wgmma", warp_specialize=True)
 WS3_PP = WS3.replace(pingpong=True)
-# name -> (KernelConfig or None for the API's default v3 config, flash_v3_gluon.launches
+# name -> (KernelConfig or None for the API's default v3 config, gluon.launches
 # keyword arguments or None for the API path): experiments KernelConfig does not describe
 # (consumer_groups=3: 192 rows per CTA; permute_p: the fp8 P operand without lane
 # shuffles, V's keys permuted to match). The lazy-rescale and P-through-shared-memory
-# schedules of the 2026-11-30 fp8 log were measured from a patch not kept (TUNING.md).
+# schedules of the 2026-11-30 fp8 log were measured from a patch not kept (README.md).
 VARIANTS = {
     "v3_default": (None, None),
     "gluon_pp_s2": (WS3.replace(num_stages=2, pingpong=True), None),
@@ -58,14 +59,14 @@ VARIANTS = {
     # 2026-11-30 fifth session: the persistent grid; q_buffers=None double-buffers Q
     # where shared memory allows (fp8), else single. The merged ring release
     # (merge_empty), the fused V transpose (fuse_vt) and the next-tile S(0) prefetch
-    # (prefetch) measured slower and were removed (TUNING.md; code and probe variants
+    # (prefetch) measured slower and were removed (README.md; code and probe variants
     # at 919fefa). Seventh session: O by TMA store (o_tma), row max/sum as trees (tree) and
-    # P V waited with S (wait0) were not faster and were removed too (TUNING.md; at def45b2).
+    # P V waited with S (wait0) were not faster and were removed too (README.md; at def45b2).
     "persist_qauto_s3": (WS3.replace(persistent=True), dict()),
     "persist_q1_s3": (WS3.replace(persistent=True), dict(q_buffers=1)),
     "new_np_s3": (WS3, dict()),
     # "module": the same kernel config run by an uncommitted older copy of the kernel
-    # (e.g. ``git show REV:kernels/flash_v3_gluon.py > kernels/_v3_gluon_base.py``), for
+    # (e.g. ``git show REV:kernels/gluon.py > kernels/_v3_gluon_base.py``), for
     # same-call comparisons
     "base_persist_s3": (WS3.replace(persistent=True), dict(module="_v3_gluon_base")),
     "base_np_s3": (WS3, dict(module="_v3_gluon_base")),
@@ -118,7 +119,7 @@ def _one(variant: str, dtype: str, out_path: Path) -> None:
             try:
                 if gluon_kwargs is not None:
                     kwargs = dict(gluon_kwargs)
-                    module = flash_v3_gluon
+                    module = gluon
                     if "module" in kwargs:  # an older copy of the kernel, for comparison
                         module = importlib.import_module(f"tilesim.kernels.{kwargs.pop('module')}")
                     runs = module.launches(q, k, v, causal, D**-0.5, config, out, **kwargs, **extra)
@@ -208,8 +209,7 @@ def main(argv=None) -> int:
             "5",
             str(args.hang_s),
             sys.executable,
-            "-m",
-            "tilesim.kernels.probe_v3_gluon",
+            __file__,
             "--out",
             str(out),
             "--one",

@@ -29,11 +29,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..errors import TilesimError
-from ..traces.config import default_config
-from ..traces.workload import ALGOS
-from . import metadata, schema, timing
-from .grid import SDPA_BACKENDS, BenchShape
+from ...errors import TilesimError
+from ...traces.config import default_config
+from ...traces.workload import ALGOS
+from .. import schema
+from ..grid import SDPA_BACKENDS, BenchShape
+from . import metadata, timing
 
 GRAPH_TIMING = (
     "forward points: median of CUDA-graph replays of the call's launches, L2 flushed before "
@@ -84,8 +85,8 @@ def run_bench(
 ) -> dict:
     import torch
 
-    from ..hwmodels import load_gpu
-    from ..hwmodels.presets import base_preset_for
+    from ...hwmodels import load_gpu
+    from ...hwmodels.presets import base_preset_for
 
     device = torch.cuda.get_device_name(0)
     preset = load_gpu(base_preset_for(device))
@@ -298,8 +299,8 @@ def _api_figures(impl, w, q, k, v, config, scales, launch_run, warmup_ms, rep_ms
     output checked, then ``api_time_s`` (do_bench, whatever the host adds; the SM clock
     meanwhile, ``api_clock_sm_MHz``), ``api_host_s`` and ``launch_host_s`` (host seconds
     per call, :func:`timing.host_s`)."""
-    from ..kernels import attention
-    from ..kernels._common import device_gpu
+    from ...kernels import attention
+    from ...kernels._common import device_gpu
 
     algo = impl.removeprefix("tilesim-")
     # the default config as a user gets it (None), unless the bench's preset chose another
@@ -372,7 +373,7 @@ def _sdpa_run(backend: str, q, k, v, causal: bool, torch):
 
 def _standard_parts(q, k, v, causal, config, warmup_ms, rep_ms) -> dict:
     """Times of standard attention's three launches, each by do_bench on its own."""
-    from ..kernels import launches
+    from ...kernels import launches
 
     _, runs = launches(q, k, v, causal=causal, algo="standard", config=config)
     parts = {}

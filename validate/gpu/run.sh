@@ -2,7 +2,7 @@
 # The whole GPU validation in one command: calibrate, validate, bench, then a summary.
 #
 # On the GPU machine, from the repository root:
-#     source .gpu/bootstrap.sh && TILESIM_GIT_COMMIT=<hash> bash validate/gpu_run.sh
+#     source .gpu/bootstrap.sh && TILESIM_GIT_COMMIT=<hash> bash validate/gpu/run.sh
 #
 # Writes under $OUT (./out when unset), 6 files, 2 folders deep at most:
 #     results/<date>-<gpu>-calibrate.json   raw micro-benchmark figures
@@ -13,7 +13,7 @@
 #                                           backward)
 #     report.md                             accuracy from the predictions stored on the day
 #     gpu_run.log                           everything printed
-# Then, on the CPU: copy results/* to validate/results/ and presets/* to hwmodels/presets/,
+# Then, on the CPU: copy results/* to results/raw/ and presets/* to hwmodels/presets/,
 # and run `tilesim report --update-baseline` to record the accuracy figure.
 #
 # Time: about 6-7 minutes; the soft budgets add up to ~9 (every step has a soft budget,
@@ -29,8 +29,8 @@ mkdir -p "$OUT/results" "$OUT/presets"
 export PYTHONUNBUFFERED=1
 LOG="$OUT/gpu_run.log"
 : >"$LOG"
-# shellcheck source=gpu_steps.sh
-source "$(dirname "$0")/gpu_steps.sh"
+# shellcheck source=steps.sh
+source "$(dirname "$0")/steps.sh"
 smi() {
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu,driver_version \
         --format=csv 2>&1 | tee -a "$LOG"
@@ -52,7 +52,7 @@ fi
 read -r DATE SLUG BASE < <(python3 - <<'PY'
 import torch
 from tilesim.validate.calibrate import base_preset_for
-from tilesim.validate.metadata import gpu_slug, today
+from tilesim.validate.gpu.metadata import gpu_slug, today
 name = torch.cuda.get_device_name(0)
 print(today(), gpu_slug(name), base_preset_for(name))
 PY

@@ -1,6 +1,6 @@
 """Time the v2 backward against PyTorch SDPA's flash backend backward (GPU only).
 
-    python -m tilesim.kernels.probe_bwd --out DIR [--budget-s 150]
+    python experiments/2026-11-30-tuning/probe_bwd.py --out DIR [--budget-s 150]
 
 Shapes: B·N = 16k tokens, H·d = 2048 (d = 128 unless ``--head-dim``), N in 4096, 8192, 16384,
 causal off and on, fp16. At N = 4096 every tile config in ``CONFIGS`` runs; at
@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 import triton
 
-from ..errors import TilesimError
-from ..traces.config import default_config
-from ..traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
-from . import backward_launches, reference_grads, rel_error
-from ._common import device_gpu
+from tilesim.errors import TilesimError
+from tilesim.kernels import backward_launches, reference_grads, rel_error
+from tilesim.kernels._common import device_gpu
+from tilesim.traces.config import default_config
+from tilesim.traces.workload import PAPER_HIDDEN, PAPER_TOKENS, KernelConfig, Workload
 
 D = 128
 SEQLENS = (4096, 8192, 16384)

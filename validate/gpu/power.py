@@ -17,10 +17,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ..errors import TilesimError
+from ...errors import TilesimError
+from ..schema import measurement
 from . import microbench as mb
 from . import timing
-from .schema import measurement
 
 BM, BN, BK = 128, 128, 64
 L2_TILES = 32  # streamed tiles in the L2-resident buffer (32 x 2 x 16 KiB = 1 MiB, fp16)

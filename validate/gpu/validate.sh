@@ -2,8 +2,8 @@
 # One validation set on the GPU, in one command: the grid, or a random set by its seed.
 #
 # On the GPU machine, from the repository root:
-#     source .gpu/bootstrap.sh && bash validate/gpu_validate.sh grid
-#     source .gpu/bootstrap.sh && bash validate/gpu_validate.sh random SEED [POINTS]
+#     source .gpu/bootstrap.sh && bash validate/gpu/validate.sh grid
+#     source .gpu/bootstrap.sh && bash validate/gpu/validate.sh random SEED [POINTS]
 #
 # Writes under $OUT (./out when unset): <date>-<gpu>[-random<SEED>].json (the merged
 # set, forward then backward, measured and predicted with the datasheet and calibrated
@@ -12,14 +12,14 @@
 # a hang in one costs only its own points. At most about 6 minutes.
 # Only reads the GPU's settings (nvidia-smi queries); never changes them.
 set -uo pipefail
-SET=${1:?usage: gpu_validate.sh grid | random SEED [POINTS]}
+SET=${1:?usage: validate/gpu/validate.sh grid | random SEED [POINTS]}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 LOG="$OUT/validate.log"
 : >"$LOG"
-# shellcheck source=gpu_steps.sh
-source "$(dirname "$0")/gpu_steps.sh"
+# shellcheck source=steps.sh
+source "$(dirname "$0")/steps.sh"
 case "$SET" in
 grid) ARGS=(--grid grid); SUFFIX="" ;;
 random)
@@ -29,7 +29,7 @@ random)
 esac
 read -r DATE SLUG < <(python3 -c "
 import torch
-from tilesim.validate.metadata import gpu_slug, today
+from tilesim.validate.gpu.metadata import gpu_slug, today
 print(today(), gpu_slug(torch.cuda.get_device_name(0)))")
 RES="$OUT/$DATE-$SLUG$SUFFIX"
 nvidia-smi --query-gpu=name,serial,uuid,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu,driver_version \

@@ -17,8 +17,8 @@ import math
 import os
 from collections.abc import Callable
 
-from ..errors import TilesimError
-from ..traces.workload import Workload
+from ...errors import TilesimError
+from ...traces.workload import Workload
 
 # ‖out − ref‖/‖ref‖ an output may have (the kernels' own tests use the same):
 # fp16 kernels land near 3e-4, bf16 near 3e-3; fp8 rounds P to e4m3 (2^-4).
@@ -104,7 +104,7 @@ def check_output(
     allocator's next block of that size is). Non-finite output gives ``inf``;
     the caller compares with :data:`TOLERANCE`.
     """
-    from ..kernels.reference import reference
+    from ...kernels.reference import reference
 
     if out is not None:
         out.fill_(float("nan"))
@@ -133,7 +133,7 @@ def kernel_run(algo: str, q, k, v, causal: bool, config, scales: dict, out=None)
     ``run`` is only the kernel launches, the bare figure that ``attention(...)``
     (timed beside it by the bench) adds its per-call host work to.
     """
-    from ..kernels import launches
+    from ...kernels import launches
 
     out, runs = launches(q, k, v, causal=causal, algo=algo, config=config, out=out, **scales)
     calls = tuple(call for _, call in runs)
@@ -168,7 +168,7 @@ def backward_run(algo: str, q, k, v, do, causal: bool, config):
     ``run`` is only the backward's launches, in order; ``launches`` names them
     for timing each on its own.
     """
-    from ..kernels import backward_launches
+    from ...kernels import backward_launches
 
     grads, runs = backward_launches(q, k, v, do, causal=causal, algo=algo, config=config)
     calls = tuple(call for _, call in runs)
@@ -187,7 +187,7 @@ def check_grads(run: Callable[[], object], q, k, v, do, causal: bool, grads=None
     ``grads``: the buffers ``run`` writes (filled with NaN first, so an element the
     launches leave unwritten shows up); else ``run()`` returns the three gradients.
     """
-    from ..kernels import reference_grads
+    from ...kernels import reference_grads
 
     if grads is not None:
         for g in grads:

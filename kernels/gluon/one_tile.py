@@ -1,6 +1,6 @@
 """The Gluon FA3 forward's one-tile grid: grid (row blocks, heads), one tile per CTA.
 
-``_fwd_one_tile`` is the kernel body without ``config.persistent`` (``flash_v3_gluon``
+``_fwd_one_tile`` is the kernel body without ``config.persistent`` (``gluon.forward``
 dispatches to it) and ``_producer_one`` its TMA warp: d1ceb50's code, kept apart from
 the persistent tile loop because that loop run once compiled to a slower kernel
 (``_fwd_one_tile`` says why).
@@ -8,14 +8,14 @@ the persistent tile loop because that loop run once compiled to a slower kernel
 
 from __future__ import annotations
 
-from ._v3_gluon_tile import AVAILABLE
+from .tile import AVAILABLE
 
-if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
+if AVAILABLE:  # the same imports succeeded in gluon.tile
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 
-    from ._v3_gluon_tile import _consumer_tile
+    from .tile import _consumer_tile
 
     @gluon.jit
     def _producer_one(
@@ -112,7 +112,8 @@ if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
         ring's slots and phases from a run-time block counter, Q buffers indexed at run
         time, the loop's values carried through the warp_specialize captures) compiled
         to more instructions and three more BAR.SYNC (3912 vs 3720 SASS instructions,
-        34 vs 31, at d=64 causal) and ran 4-11% slower (kernels/TUNING.md). The
+        34 vs 31, at d=64 causal) and ran 4-11% slower
+        (experiments/2026-11-30-tuning/README.md). The
         producer's arguments travel as a tuple, which turns its constexprs into
         run-time values (run-time ring slot and FP8 branch in the TMA warp): that is how
         the measured build was compiled, so it stays.

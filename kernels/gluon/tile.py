@@ -1,6 +1,6 @@
 """The Gluon FA3 forward's per-tile device code, which both grids share.
 
-One consumer warpgroup's work on one tile of ``flash_v3_gluon`` (whose docstring
+One consumer warpgroup's work on one tile of ``gluon.forward`` (whose docstring
 describes the schedule): the online softmax of an S block, P as the A operand of P V,
 and ``_consumer_tile``, the K/V loop and epilogue of the warpgroup's 64 Q rows. This
 module holds the one guarded import of Gluon: without it (an older Triton, or a newer
@@ -9,7 +9,7 @@ one whose API differs) ``AVAILABLE`` is False and no device function is defined.
 
 from __future__ import annotations
 
-from ._common import LN2
+from .._common import LN2
 
 try:  # Gluon is experimental: its API moved between Triton releases
     from triton.experimental import gluon

@@ -1,7 +1,7 @@
 """FlashAttention-3 forward for Hopper written in Gluon: explicit warp specialisation.
 
 Triton's compiler-driven ``warp_specialize=True`` build of ``flash_v3`` deadlocked
-on an H200 with Triton 3.6 (kernels/TUNING.md). This kernel writes the FA3
+on an H200 with Triton 3.6 (experiments/2026-11-30-tuning/README.md). This kernel writes the FA3
 schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
 
 * **Producer warp** (a worker partition of 1 warp, ``setmaxnreg`` down to
@@ -30,10 +30,11 @@ schedule out by hand with ``triton.experimental.gluon`` (Triton 3.6's API):
   double-buffered where shared memory allows (fp8), so the next tile's loads overlap
   this tile's last blocks and epilogue. Without it (``_fwd_one_tile``) the kernel is
   the one-tile-per-CTA code it was before, not the tile loop run once: that compiled to
-  more instructions and barriers and ran slower (kernels/TUNING.md).
+  more instructions and barriers and ran slower (experiments/2026-11-30-tuning/README.md).
 
-Measured slower on the H200 and removed (kernels/TUNING.md has the numbers, commit
-919fefa the code): one "empty" release per ring slot after P V (``merge_empty``), the
+Measured slower on the H200 and removed (experiments/2026-11-30-tuning/README.md has the
+numbers, commit 919fefa the code): one "empty" release per ring slot after P V
+(``merge_empty``), the
 fp8 V transpose fused into a 4-warp producer (``fuse_vt``), and a persistent CTA's next
 S(0) issued before this tile's last P V (``prefetch``).
 
@@ -44,8 +45,8 @@ blocks that straddle the diagonal or the end of K/V take the mask.
 
 Layout: this module is the host side (``launches``, ``check_config``, ``smem_bytes``)
 and the kernel ``_v3_gluon_fwd``, which dispatches on ``PERSISTENT`` to the body in
-``_v3_gluon_persistent`` or ``_v3_gluon_one_tile``; both call the per-tile consumer of
-``_v3_gluon_tile``, which also holds the one guarded import of Gluon.
+``gluon.persistent`` or ``gluon.one_tile``; both call the per-tile consumer of
+``gluon.tile``, which also holds the one guarded import of Gluon.
 
 Importing this module never fails: without Gluon (an older Triton, or a newer
 one whose API differs) ``AVAILABLE`` is False and ``launches`` raises a one-line
@@ -57,20 +58,20 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..errors import TilesimError
-from ..hwmodels.presets import load_gpu
-from ._common import LOG2E, device_gpu
-from ._v3_gluon_tile import AVAILABLE
-from .launch import Launch, rebase
-from .transpose_v import TransposeV
+from ...errors import TilesimError
+from ...hwmodels.presets import load_gpu
+from .._common import LOG2E, device_gpu
+from ..launch import Launch, rebase
+from ..transpose_v import TransposeV
+from .tile import AVAILABLE
 
-if AVAILABLE:  # the same imports succeeded in _v3_gluon_tile
+if AVAILABLE:  # the same imports succeeded in gluon.tile
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
 
-    from ._v3_gluon_one_tile import _fwd_one_tile
-    from ._v3_gluon_persistent import _fwd_persistent
+    from .one_tile import _fwd_one_tile
+    from .persistent import _fwd_persistent
 
 WG_M = 64  # Q rows per consumer warpgroup (wgmma's M is 64 per warpgroup)
 BLOCK_M = 2 * WG_M  # Q rows per CTA: two consumer warpgroups
@@ -348,7 +349,8 @@ def launches(
     ``consumer_groups=3`` (192 Q rows per CTA, 160 registers per consumer thread, which
     fits without spills only with block_n = 64) is an experiment outside KernelConfig.
     ``permute_p=True`` (fp8 only) writes Vᵀ with its keys permuted within each 32 so
-    that P needs no lane shuffles to become the A operand of P V (kernels/TUNING.md:
+    that P needs no lane shuffles to become the A operand of P V
+    (experiments/2026-11-30-tuning/README.md:
     +5-8% non-causal on the H200, 1-2% slower causal); ``None``: on for fp8 without
     the causal mask. ``config.persistent`` launches one CTA per SM, each looping over
     tiles. ``ctas`` caps the persistent grid (tests run many tiles

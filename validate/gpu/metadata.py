@@ -34,7 +34,7 @@ NVIDIA_SMI_FIELDS = (
 )
 _TEXT_KEYS = {"name", "driver_version", "uuid"}
 _NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(?:MHz|W|C|%)?\s*$")
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def nvidia_smi_command(fields: tuple[str, ...] | None = None) -> list[str]:
@@ -131,7 +131,7 @@ PEER_DISTRIBUTIONS = ("flash-attn-4", "nvidia-cutlass-dsl")  # the bench's fa4 i
 def software_versions() -> dict:
     """Versions of Python, tilesim and, when installed, numpy, torch, triton, CUDA and the
     bench's peer kernels."""
-    from .. import __version__
+    from ... import __version__
 
     versions = {"python": platform.python_version(), "tilesim": __version__}
     try:
