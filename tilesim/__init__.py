@@ -1,6 +1,8 @@
 """tilesim: predict, explain and validate attention-kernel performance on GPUs."""
 
-__version__ = "0.1.0"
+from .version import __version__
+
+__all__ = ["__version__", "predict"]
 
 
 def __getattr__(name: str):

@@ -14,8 +14,10 @@ import dataclasses
 
 from .errors import TilesimError
 from .hwmodels import GPU, load_gpu
-from .simulator import Prediction, simulate
-from .traces import build, default_config, named_config
+from .runner import Job
+from .runner import predict as run_one
+from .simulator import Prediction
+from .traces import default_config, named_config
 from .traces.workload import KernelConfig, Workload, default_seqlen_kv
 
 
@@ -69,8 +71,8 @@ def predict(
         page_size=page_size,
         page_table=page_table,
     )
-    trace = build(algo, workload, hw, _config(algo, workload, hw, config))
-    return simulate(trace, hw, fidelity, timeline)
+    job = Job(hw, algo, workload, _config(algo, workload, hw, config), fidelity)
+    return run_one(job, timeline=timeline)
 
 
 def _config(algo: str, workload: Workload, gpu: GPU, config) -> KernelConfig | None:

@@ -33,7 +33,7 @@ from .explain.fmt import fmt_pct, fmt_si, fmt_time, fmt_x
 from .explain.story import NAMES, Explanation, Section, score_traffic
 from .hwmodels.gpu import GPU
 from .runner import Job, run_jobs
-from .traces import build, default_config, kept_bytes
+from .traces import default_config, kept_bytes
 from .traces.counters import Counters, counters
 from .traces.workload import PASS_FLOPS, Workload
 from .units import fmt_bytes
@@ -77,8 +77,8 @@ def gather(
     for algo in ALGOS:
         run = runs[algo] = BwdRun(algo)
         try:
-            run.fwd_counters = counters(build(algo, fwd_w, gpu))
-            run.bwd_counters = counters(build(algo, bwd_w, gpu))
+            run.fwd_counters = counters(Job(gpu, algo, fwd_w).trace())
+            run.bwd_counters = counters(Job(gpu, algo, bwd_w).trace())
         except TilesimError as exc:
             run.error = str(exc)
             continue

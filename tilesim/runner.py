@@ -1,7 +1,9 @@
-"""Many predictions at once: serially, over local processes or a Dask cluster, cached on disk.
+"""The one way from a shape to a prediction: a `Job`, simulated alone (`predict`), many at
+once (`run_jobs`: serially, over local processes or a Dask cluster, cached on disk) or in
+the background beside a GPU run (`Pool`).
 
 `run_jobs` takes a list of `Job`s (a GPU, an algorithm, a workload, optionally a
-kernel config and the fidelity) and returns one `Outcome` per job, in job
+kernel config, the fidelity and an SM clock) and returns one `Outcome` per job, in job
 order, whatever order the workers finish in — so a sweep's output does not
 depend on the runner. The parent process builds every trace (cheap: a trace is
 a template) and so learns each job's cache key before any simulation; only the
@@ -38,22 +40,22 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import __version__
 from .atomic import write_atomic
 from .errors import TilesimError
 from .hwmodels.gpu import GPU
 from .simulator import Prediction, simulate
-from .traces import build
+from .traces import EXTERNAL, build, build_external, compiled
 from .traces.expr import evaluate
 from .traces.files import to_dict as trace_to_dict
 from .traces.ir import Loop, Trace
 from .traces.workload import KernelConfig, Workload
+from .version import __version__
 
 DEFAULT_CACHE_DIR = ".tilesim-cache"
 LOCAL_DASK = "local-dask"
@@ -64,13 +66,45 @@ DASK_CONNECT_TIMEOUT_S = 10
 
 @dataclass(frozen=True)
 class Job:
-    """One prediction to make."""
+    """One prediction to make: every path from a shape to a `Prediction` goes through one.
+
+    ``algo``: an algorithm, or an external kernel whose schedule tilesim has
+    (``traces.EXTERNAL``: its config is its own). ``clock_hz``: predict with the SMs at
+    this clock (`GPU.at_clock`: the one read while a measured point was timed) instead of
+    the preset's; ``counted``: that clock was read by the SMs' own cycle counters
+    (`GPU.at_counted_clock`). ``profile``: the kernel profile the trace takes its compiled
+    facts from (`traces.build`).
+    """
 
     gpu: GPU
     algo: str
     workload: Workload
     config: KernelConfig | None = None  # None: the algorithm's default for this GPU
     fidelity: str = "fast"
+    clock_hz: float | None = None
+    counted: bool = False
+    profile: object = compiled.DEFAULT
+
+    def hardware(self) -> GPU:
+        """The GPU the job runs on: ``gpu`` at ``clock_hz`` where one is given."""
+        if not self.clock_hz:
+            return self.gpu
+        if self.counted:
+            return self.gpu.at_counted_clock(self.clock_hz)
+        return self.gpu.at_clock(self.clock_hz)
+
+    def trace(self, gpu: GPU | None = None) -> Trace:
+        """The job's trace on ``gpu`` (default: `hardware`)."""
+        gpu = gpu or self.hardware()
+        if self.algo in EXTERNAL:
+            return build_external(self.algo, self.workload, gpu, self.profile)
+        return build(self.algo, self.workload, gpu, self.config, self.profile)
+
+
+def predict(job: Job, **recording) -> Prediction:
+    """Simulate one job here and now (``recording``: `simulate`'s timeline options)."""
+    gpu = job.hardware()
+    return simulate(job.trace(gpu), gpu, job.fidelity, **recording)
 
 
 @dataclass(frozen=True)
@@ -252,8 +286,7 @@ def _pool(payloads: dict, workers: int) -> Iterator[tuple[str, dict]]:
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
     except BaseException:  # Ctrl-C, or the caller stopped early: do not wait for the rest
-        for process in list(getattr(ex, "_processes", {}).values()):
-            process.terminate()
+        _kill(ex)
         ex.shutdown(wait=False, cancel_futures=True)
         # let its manager thread finish closing its wakeup pipe now: at exit, Python 3.11's
         # concurrent.futures writes to that pipe and races the close ("Bad file descriptor")
@@ -263,6 +296,12 @@ def _pool(payloads: dict, workers: int) -> Iterator[tuple[str, dict]]:
         raise
     else:
         ex.shutdown(wait=True)
+
+
+def _kill(ex: ProcessPoolExecutor) -> None:
+    """End a pool's workers now, running simulations included (no public handle on them)."""
+    for process in list(getattr(ex, "_processes", {}).values()):
+        process.kill()
 
 
 def _ignore_sigint() -> None:
@@ -371,11 +410,12 @@ def run_jobs(
     with _Bar(progress, len(jobs)) as bar:
         for i, job in enumerate(jobs):
             try:
-                trace = build(job.algo, job.workload, job.gpu, job.config)
+                gpu = job.hardware()
+                trace = job.trace(gpu)
             except TilesimError as exc:
                 answer(i, Outcome(None, str(exc)))
                 continue
-            key = cache_key(job.gpu, trace, job.fidelity)
+            key = cache_key(gpu, trace, job.fidelity)
             if key in waiting:
                 waiting[key].append(i)
                 continue
@@ -389,7 +429,7 @@ def run_jobs(
                     cached += 1
                     answer(i, Outcome(pred, None, cached=True))
                     continue
-            pending[key] = (job.gpu, trace, job.fidelity)
+            pending[key] = (gpu, trace, job.fidelity)
             waiting[key] = [i]
         if len(pending) > 1:  # the longest first (ties in job order)
             cost = {k: work_estimate(p[1], p[2]) for k, p in pending.items()}
@@ -415,6 +455,48 @@ def run_jobs(
         failed=sum(1 for o in final if not o.ok),
     )
     return final, stats
+
+
+class Pool:
+    """Predictions made in the background while the caller works on: `submit` builds a
+    job's trace here and simulates it in one of ``workers`` processes started by spawn
+    (safe beside a CUDA context and its threads, where fork is not). A future's result
+    is `simulate_payload`'s: ``{"prediction": Prediction.to_dict()}`` or ``{"error": ...}``.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._ex = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_ignore_sigint,
+        )
+
+    def submit(self, job: Job) -> Future:
+        try:
+            gpu = job.hardware()
+            payload = (gpu, job.trace(gpu), job.fidelity)
+        except TilesimError as exc:
+            failed: Future = Future()
+            failed.set_result({"error": str(exc)})
+            return failed
+        return self._ex.submit(simulate_payload, payload)
+
+    def stop(self, shutdown: bool = True) -> None:
+        """Kill the workers, running jobs included, then shut the pool down.
+
+        A shutdown alone waits for running jobs at exit, and a worker orphaned by a parent
+        that ends with ``os._exit`` waits forever on its queue (holding the parent's stdout
+        open). ``shutdown=False`` only kills: for a process about to ``os._exit`` from
+        another thread (shutting down can block there)."""
+        _kill(self._ex)
+        if shutdown:
+            self._ex.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def _results(pending: dict, workers: int, scheduler) -> Iterator[tuple[str, dict]]:

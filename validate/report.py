@@ -33,11 +33,11 @@ from pathlib import Path
 from ..errors import TilesimError
 from ..hwmodels import load_gpu
 from ..hwmodels.presets import base_preset_for
+from ..runner import Job, run_jobs
 from ..traces.workload import KernelConfig, Workload
 from . import paths as results_paths
 from . import schema, stats
 from .grid import EXTERNAL_SCHEDULES
-from .predict import Job, predict_many
 
 RATIOS = (("v2", "standard"), ("v3", "v2"), ("v2", "v1"))
 PASS_ORDER = ("fwd", "bwd", "fwd_bwd")
@@ -547,21 +547,29 @@ def build_report(
     points = own + ext
     if stored:
         for p in own:
-            _apply(p, p.stored.get(preset) or {"error": "no stored prediction"})
+            _apply(p, *_stored(p.stored.get(preset)))
     else:
+        gpu = load_gpu(preset)
         jobs = [
-            Job(
-                preset,
-                p.schedule,
-                p.workload,
-                p.config,
-                *_clock(p, measured_clock),
-            )
+            Job(gpu, p.schedule, p.workload, p.config, fidelity, *_clock(p, measured_clock))
             for p in points
         ]
-        preds = predict_many(jobs, fidelity, workers, progress)
-        for p, pred in zip(points, preds, strict=True):
-            _apply(p, pred)
+        answered = 0
+
+        def tick(_index: int, _outcome) -> None:
+            nonlocal answered
+            answered += 1
+            if progress is not None:
+                progress(answered, len(jobs))
+
+        outcomes, _ = run_jobs(jobs, workers=workers, on_result=tick)
+        for p, outcome in zip(points, outcomes, strict=True):
+            pred = outcome.prediction
+            if pred is None:
+                _apply(p, None, None, {}, outcome.error)
+            else:
+                launches = {launch.name: launch.time_s for launch in pred.launches}
+                _apply(p, pred.time_s, pred.bound, launches)
     return Report(
         preset,
         fidelity,
@@ -606,13 +614,27 @@ def _clock_basis(summary: dict) -> str:
     )
 
 
-def _apply(p: Point, pred: dict) -> None:
-    if "error" in pred or not pred.get("time_s"):
-        p.error = pred.get("error", "no prediction")
+def _stored(pred: dict | None) -> tuple:
+    """`_apply`'s arguments from a prediction a results file stored: a
+    `Prediction.to_dict` (launches a list), or the summary of earlier files (launches
+    by name)."""
+    if not pred or "error" in pred or not pred.get("time_s"):
+        return None, None, {}, (pred or {}).get("error", "no stored prediction")
+    launches = pred.get("launches") or {}
+    if isinstance(launches, list):
+        launches = {launch["name"]: launch["time_s"] for launch in launches}
+    return float(pred["time_s"]), pred.get("bound"), launches
+
+
+def _apply(
+    p: Point, time_s: float | None, bound: str | None, launches: dict, error: str | None = None
+) -> None:
+    if time_s is None:
+        p.error = error or "no prediction"
         return
-    p.predicted_s = float(pred["time_s"])
-    p.bound = pred.get("bound")
-    p.parts_predicted = pred.get("launches") or {}
+    p.predicted_s = float(time_s)
+    p.bound = bound
+    p.parts_predicted = launches
 
 
 def launch_pairs(p: Point) -> list[tuple[str, float, float]]:

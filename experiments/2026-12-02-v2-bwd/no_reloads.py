@@ -10,10 +10,10 @@ import json
 import pathlib
 import sys
 
+from tilesim.hwmodels import load_gpu
 from tilesim.profiles import for_arch
 from tilesim.simulator import simulate
 from tilesim.traces import build
-from tilesim.validate.predict import _gpu
 from tilesim.validate.schema import config_from_record, workload_from_record
 
 prof = for_arch("hopper")
@@ -26,7 +26,7 @@ for r in json.loads(pathlib.Path(sys.argv[1]).read_text()):
         continue
     m = {"workload": r["workload"], "config": r["config"]}
     w, c = workload_from_record(m), config_from_record(m)
-    gpu = _gpu("h200-cal").at_clock(1.98e9)  # every point's recorded clock
+    gpu = load_gpu("h200-cal").at_clock(1.98e9)  # every point's recorded clock
     t = simulate(build("v2", w, gpu, c, profile=no_reloads), gpu).time_s
     print(
         f"{r['file'][-13:-5]} N{w.seqlen_q} H{w.heads} causal={int(w.causal)} {w.dtype}: "

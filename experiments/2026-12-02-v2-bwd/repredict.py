@@ -15,7 +15,8 @@ import json
 import pathlib
 import statistics
 
-from tilesim.validate.predict import Job, predict_many
+from tilesim.hwmodels import load_gpu
+from tilesim.runner import Job, run_jobs
 from tilesim.validate.schema import config_from_record, workload_from_record
 
 
@@ -30,7 +31,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out")
     args = ap.parse_args()
-    rows, jobs = [], []
+    rows, jobs, gpu = [], [], load_gpu(args.preset)
     for f in args.files:
         for m in json.loads(pathlib.Path(f).read_text())["measurements"]:
             w = m["workload"]
@@ -40,9 +41,10 @@ def main() -> None:
                 continue
             clock = None if args.preset_clock else (m.get("clock_sm_MHz") or 0) * 1e6 or None
             wl, cfg = workload_from_record(m), config_from_record(m)
-            jobs.append(Job(args.preset, args.algo, wl, cfg, clock))
+            jobs.append(Job(gpu, args.algo, wl, cfg, clock_hz=clock))
             rows.append((f, m))
-    preds = predict_many(jobs, workers=args.workers)
+    outcomes, _ = run_jobs(jobs, workers=args.workers)
+    preds = [{"time_s": o.prediction.time_s} if o.ok else {} for o in outcomes]
     out = []
     for (f, m), p in zip(rows, preds, strict=True):
         meas = m.get("time_graph_s") or m["time_s"]

@@ -12,6 +12,7 @@ import importlib.util
 
 import pytest
 
+from tilesim import runner
 from tilesim.commands import gpu as gpu_cmd
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
@@ -19,7 +20,14 @@ from tilesim.traces.config import default_config
 from tilesim.traces.workload import PAPER_HIDDEN, PAPER_TOKENS, Workload
 from tilesim.validate import grid, report, schema, summary
 from tilesim.validate.gpu import bench, run, timing
-from tilesim.validate.predict import predict_point
+
+
+def predict_point(preset, algo, workload, config, clock_hz=None, counted=False):
+    """The model's prediction of one measured point, as `report` makes it."""
+    return runner.predict(
+        runner.Job(load_gpu(preset), algo, workload, config, clock_hz=clock_hz, counted=counted)
+    )
+
 
 HAS_KERNELS = all(importlib.util.find_spec(m) for m in ("torch", "triton"))
 needs_kernels = pytest.mark.skipif(not HAS_KERNELS, reason="needs torch and triton")
@@ -180,9 +188,9 @@ def test_backward_point_is_predicted_with_the_backward_schedule(h200):
     direct = tilesim.predict(
         gpu="h200", algo="v2", batch=1, heads=2, seqlen=512, head_dim=128, causal=True, pass_="bwd"
     )
-    assert pred["time_s"] == direct.time_s
+    assert pred.time_s == direct.time_s
     fwd = predict_point("h200", "v2", dataclasses.replace(w, pass_="fwd"), cfg)
-    assert fwd["time_s"] < pred["time_s"]
+    assert fwd.time_s < pred.time_s
 
 
 # -- the real helpers, on the CPU (Triton interpreter) ------------------------------------
@@ -244,7 +252,7 @@ def results(tmp_path_factory, h200):
         for (algo, n), e in errors.items():
             w = Workload(1, 2, n, n, 64, pass_=pass_)
             cfg = default_config(algo, w, h200)
-            p = predict_point("h200", algo, w, cfg, clock_hz=1980e6)["time_s"]
+            p = predict_point("h200", algo, w, cfg, clock_hz=1980e6).time_s
             doc["measurements"].append(
                 schema.kernel_record(
                     algo, w, cfg, "ok", time_s=p / (1 + e), clock_sm_MHz=1980.0, parts={}
@@ -334,8 +342,9 @@ def test_report_errors_per_launch(tmp_path, h200):
     cfg = default_config("v2", w, h200)
     pred = predict_point("h200", "v2", w, cfg, clock_hz=1980e6)
     errors = {"bwd_preprocess": 0.5, "bwd_dkdv": -0.2, "bwd_dq": 0.1}
-    assert set(pred["launches"]) == set(errors)
-    parts = {f"v2_{k}": pred["launches"][k] / (1 + e) for k, e in errors.items()}
+    launches = {launch.name: launch.time_s for launch in pred.launches}
+    assert set(launches) == set(errors)
+    parts = {f"v2_{k}": launches[k] / (1 + e) for k, e in errors.items()}
     doc = schema.new_results("validate", META)
     doc["measurements"].append(
         schema.kernel_record(

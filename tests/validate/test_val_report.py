@@ -12,12 +12,20 @@ import sys
 
 import pytest
 
+from tilesim import runner
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config
 from tilesim.traces.workload import Workload
 from tilesim.validate import merge, report, schema, summary
-from tilesim.validate.predict import predict_point
+
+
+def predict_point(preset, algo, workload, config, clock_hz=None, counted=False):
+    """The model's prediction of one measured point, as `report` makes it."""
+    return runner.predict(
+        runner.Job(load_gpu(preset), algo, workload, config, clock_hz=clock_hz, counted=counted)
+    )
+
 
 META = {"device": {"name": "NVIDIA H200", "sm_count": 132}, "date": "2026-11-30"}
 SHAPES = {
@@ -49,7 +57,7 @@ def files(tmp_path_factory):
         cfg = default_config(algo, w, gpu)
         clock_mhz = 1980.0 if algo == "v1" else 1755.0
         # the report predicts each point at the clock read while it was timed
-        p = predict_point("h200", algo, w, cfg, clock_hz=clock_mhz * 1e6)["time_s"]
+        p = predict_point("h200", algo, w, cfg, clock_hz=clock_mhz * 1e6).time_s
         predicted[(shape, algo)] = p
         # a stored prediction that is wrong on purpose: the report must not use it
         doc["measurements"].append(
@@ -78,7 +86,7 @@ def files(tmp_path_factory):
 
     bench = schema.new_results("bench", META)
     w = SHAPES["b"]
-    flash = predict_point("h200", "sdpa-flash", w, None)["time_s"]
+    flash = predict_point("h200", "sdpa-flash", w, None).time_s
     bench["measurements"] += [
         schema.kernel_record(
             None, w, None, "ok", time_s=flash / (1 + FLASH_ERROR), impl="sdpa-flash"
@@ -451,9 +459,9 @@ def test_a_counted_clock_is_predicted_at_where_every_run_counted_one(files, tmp_
         direct = predict_point(
             "h200", p.algo, p.workload, p.config, clock_hz=p.counter_MHz * 1e6, counted=True
         )
-        assert p.predicted_s == direct["time_s"]
+        assert p.predicted_s == direct.time_s
         read = predict_point("h200", p.algo, p.workload, p.config, clock_hz=p.clock_MHz * 1e6)
-        assert p.predicted_s != read["time_s"]
+        assert p.predicted_s != read.time_s
     s = graph.summary()
     assert s["clock_counted"]["points"] == 2
     assert s["clock_counted"]["of"] == len(graph.points)

@@ -18,8 +18,8 @@ from rich.table import Table
 from ..errors import TilesimError
 from ..hwmodels import GPU
 from ..runner import DEFAULT_CACHE_DIR, Job, run_jobs
-from ..simulator import FIDELITIES, simulate
-from ..traces import build
+from ..runner import predict as run_one
+from ..simulator import FIDELITIES
 from ..traces.config import check_algo
 from ..traces.workload import ALGOS, Workload
 from .common import (
@@ -459,9 +459,8 @@ def gantt(
     _out_path(out)
     preds = []
     for a in names:
-        preds.append(
-            simulate(build(a, w, hw), hw, _fidelity(fidelity), timeline=True, timeline_sms=sms)
-        )
+        job = Job(hw, a, w, fidelity=_fidelity(fidelity))
+        preds.append(run_one(job, timeline=True, timeline_sms=sms))
     draw(preds, out, sms=sms, window=span)
     for p in preds:
         console.print(

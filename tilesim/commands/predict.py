@@ -21,10 +21,10 @@ from rich.table import Table
 from ..errors import TilesimError
 from ..hwmodels import GPU
 from ..profiles import load as load_profile
+from ..runner import Job
 from ..simulator import FIDELITIES, Prediction, simulate
 from ..simulator.prediction import BOUNDS
 from ..simulator.timeline import DEFAULT_MAX_SMS, parse_window
-from ..traces import build
 from ..traces.compiled import DEFAULT as DEFAULT_PROFILE
 from ..traces.config import check_algo, describe_config
 from ..traces.files import load
@@ -207,7 +207,7 @@ def predict_cmd(
         num_splits=num_splits,
         pack_gqa=pack_gqa,
     )
-    trace = build(algo, workload, hw, config, profile=_profile(profile))
+    trace = Job(hw, algo, workload, config, profile=_profile(profile)).trace()
     schedule = describe_config(algo, workload, hw, config)
     _run_and_show(
         trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt, schedule
@@ -451,7 +451,7 @@ def compare_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare standard attention and FlashAttention v1/v2/v3 over sequence lengths."""
-    from ..runner import Job, run_jobs
+    from ..runner import run_jobs
 
     _check_fidelity(fidelity)
     hw = gpu_from_options(gpu, sets)

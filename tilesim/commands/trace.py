@@ -17,7 +17,7 @@ from rich.tree import Tree
 
 from ..errors import TilesimError
 from ..hwmodels import GPU
-from ..traces import build
+from ..runner import Job
 from ..traces.config import config_names, named_config
 from ..traces.expand import expand
 from ..traces.files import SUFFIX, save, to_dict
@@ -159,7 +159,7 @@ def _build(
         batch, heads, seqlen, seqlen_kv, head_dim, causal, dtype, pass_, **serving
     )
     config = config_from_options(algo, workload, hw, name, **cfg)
-    return hw, build(algo, workload, hw, config)
+    return hw, Job(hw, algo, workload, config).trace()
 
 
 @trace_app.command("show")

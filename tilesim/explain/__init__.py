@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU
 from ..runner import Job, run_jobs
-from ..traces import build, default_config
+from ..traces import default_config
 from ..traces.config import check_algo, named_config
 from ..traces.workload import Workload
 from ..whatif import default_batch_heads
@@ -147,15 +147,15 @@ def gather(
     runs: dict[str, Run] = {}
     jobs, names = [], []
     for name, (algo, wl, config) in plan.items():
-        run = Run(algo, wl)
+        run, job = Run(algo, wl), Job(gpu, algo, wl, config, fidelity)
         try:
-            run.trace = build(algo, wl, gpu, config)
+            run.trace = job.trace()
             run.counters = counters(run.trace)
         except TilesimError as exc:
             run.error = str(exc)
         runs[name] = run
         if run.error is None:
-            jobs.append(Job(gpu, algo, wl, config, fidelity))
+            jobs.append(job)
             names.append(name)
     outcomes, _ = run_jobs(jobs, workers=workers, cache_dir=cache_dir, progress=progress)
     for name, out in zip(names, outcomes, strict=True):

@@ -131,7 +131,7 @@ PEER_DISTRIBUTIONS = ("flash-attn-4", "nvidia-cutlass-dsl")  # the bench's fa4 i
 def software_versions() -> dict:
     """Versions of Python, tilesim and, when installed, numpy, torch, triton, CUDA and the
     bench's peer kernels."""
-    from ... import __version__
+    from ...version import __version__
 
     versions = {"python": platform.python_version(), "tilesim": __version__}
     try:

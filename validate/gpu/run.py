@@ -20,9 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ...errors import TilesimError
+from ...hwmodels import load_gpu
+from ...runner import Job, Pool
 from .. import schema
 from ..grid import GridPoint
-from ..predict import Job, pool, stop_pool, submit
 from . import metadata, timing
 
 CHECKPOINT_EVERY = 1  # points between rewrites of the results file (a kill loses one point)
@@ -73,7 +74,8 @@ def run_validate(
     doc = schema.new_results("validate", meta)
     rows = doc["measurements"]
     t_start = time.perf_counter()
-    ex = pool(predict_workers) if predict_workers > 0 and presets else None
+    ex = Pool(predict_workers) if predict_workers > 0 and presets else None
+    gpus = {preset: load_gpu(preset) for preset in presets} if ex is not None else {}
     futures: list[tuple[int, str, object]] = []
 
     def on_hang(what: str) -> None:
@@ -94,7 +96,7 @@ def run_validate(
         for s in samplers:
             s.__exit__(None, None, None)
         if ex is not None:
-            stop_pool(ex, shutdown=False)
+            ex.stop(shutdown=False)
 
     watchdog = timing.Watchdog(POINT_LIMIT_S, on_hang)
     samplers = []
@@ -116,19 +118,20 @@ def run_validate(
                 log(f"[{i + 1}/{len(points)} {elapsed:5.0f}s] {p.label}: {_describe(row)}")
                 if ex is not None and row["status"] == "ok":
                     for preset in presets:
-                        job = Job(preset, p.algo, p.workload, p.config)
-                        futures.append((len(rows) - 1, preset, submit(ex, job)))
+                        job = Job(gpus[preset], p.algo, p.workload, p.config)
+                        futures.append((len(rows) - 1, preset, ex.submit(job)))
                 if (i + 1) % CHECKPOINT_EVERY == 0:
                     schema.save_results(doc, out_path)
             for index, preset, fut in futures:
                 try:
-                    pred = fut.result(timeout=max(5.0, _remaining(t_start, time_budget_s, 20)))
+                    result = fut.result(timeout=max(5.0, _remaining(t_start, time_budget_s, 20)))
+                    pred = result.get("prediction") or {"error": result["error"]}
                 except Exception as exc:  # a slow or failed prediction: recorded, not fatal
                     pred = {"error": timing.first_line(exc)}
                 rows[index].setdefault("predictions", {})[preset] = pred
         finally:
             if ex is not None:
-                stop_pool(ex)
+                ex.stop()
     metadata.finish(meta)
     schema.save_results(doc, out_path)
     return doc
