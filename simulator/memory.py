@@ -1,51 +1,11 @@
 """The memory system: HBM and L2 bandwidth servers, and the L2 as an LRU of tiles.
 
-Bandwidth is a shared pipe, like water through one main: every transfer in
-flight gets an equal share (processor sharing). Work is measured in cycles of
-the server's full rate, so a read byte of HBM costs ``clock / (peak x
-read_eff)`` cycles and a write byte ``clock / (peak x write_eff)``; with measured mix
-points (``GPU.hbm_mix_curve``) every HBM byte costs the time per byte of the write share
-of the bytes lately asked for, since DRAM loses bandwidth turning its bus between reads
-and writes. With n transfers active each advances at 1/n of that rate; the server keeps a
-*virtual time* V with dV/dt = 1/n, so a transfer that arrives at V0 with work w
-leaves when V reaches V0 + w, and only a heap of those finishing V values is
-needed: O(log n) per arrival or departure, one pending wake-up at a time (stale
-wake-ups are told apart by a generation number).
-
-A load is ready when two things have happened, whichever is later: its last byte
-has left the server and flown to the SM (the idle latency, ``hbm_latency_cycles``,
-after its transfer), and its requests have been through the server's queue (the
-*loaded* latency from its issue). The loaded latency depends on how busy the server
-has been lately: each server keeps its busy fraction u as an exponential average
-over one idle HBM latency (the time a request queue takes to turn over), and the
-latency is interpolated on the GPU's loaded-latency curve (``hbm_latency_cycles``
-when idle, ``hbm_latency_50/75/95_cycles`` at u = 0.5/0.75/0.95; the L2's
-likewise). The curve comes from `tilesim calibrate`: a pointer chase timed while
-other CTAs stream reads, so it is one request's queueing behind others' bytes. A
-load's bandwidth share is that same queue: the two overlap, they do not add (a
-burst of 128 CTAs' 40 KB loads waits for the burst to drain, then for the flight
-of its last byte, not for the drain and then a loaded queue again). A tile read
-from HBM then waits for the slowest of its many requests: ``hbm_tile_extra_cycles``
-more than the chase's single load (`tilesim calibrate`, step ``tile_latency``:
-one CTA per SM streaming tiles with one in flight, on an idle HBM); a smaller load
-(per CTA and iteration, its tiles together) waits for fewer requests, less
-(``hbm_tile_extra_2KiB/8KiB_cycles``, interpolated on the log of its bytes; a
-row's statistics, 256 B, wait for none).
-
-The L2 is an LRU over ``(tensor, tile)`` keys with a byte capacity, cold at the
-start. A miss reads HBM and inserts the tile when the read completes. A miss on
-a tile whose fill is already in flight (many Q-block CTAs of one head asking
-for the same K tile at once) joins that fill, as an MSHR would, and costs no
-second HBM read; it is counted as an L2 hit that waits for the fill (its bytes
-count towards L2 utilisation but do not queue at the L2 server: the fill's data
-is forwarded to every waiter as it arrives). Stores
-write to HBM and insert their tile (write-allocate), so a tile written by one
-launch can hit in the next while it fits. An SM's stores leave it through one
-port at ``store_bandwidth_B_per_clk_per_sm`` (its CTAs' stores in issue order; 0:
-not modelled); a store completes (its CTA may retire) one loaded L2 latency after
-both its port and its HBM transfer: the L2's write acknowledgement (`tilesim
-calibrate`, step ``store_latency``: CTAs that wait for each tile's stores to be
-acknowledged before the next, one per SM, 256 B to 32 KiB).
+Bandwidth is processor-shared (a virtual-time heap: O(log n) per transfer); a load is
+ready after both its transfer and its loaded latency, interpolated on the GPU's
+measured loaded-latency curve; the L2 is an LRU of ``(tensor, tile)`` keys whose misses
+join fills in flight; stores leave each SM through one port and complete on the L2's
+acknowledgement. The model and its calibration steps: docs/engine.md, "The memory
+system".
 """
 
 from __future__ import annotations

@@ -1,48 +1,10 @@
 """The CTA scheduler: occupancy, grid order, persistent CTAs, and wave sampling.
 
-CTAs start in grid order (first grid dim fastest) on free slots: the SM with
-the fewest resident CTAs, lowest index first. At the start that is the
-hardware's breadth-first spread (one CTA on every SM, then a second on every
-SM, ...); later a finishing CTA's slot takes the next one. Waves and tails fall
-out. A persistent launch starts ``persistent_ctas`` CTAs; CTA c runs the work
-items c, c+P, c+2P, ... one after another.
-
-Wave sampling (``fast`` fidelity). A grid of 10^5 CTAs is mostly identical
-waves. The grid is periodic: the *period* g is the run of consecutive CTAs over
-which the work (trip counts, sizes: causal Q blocks) and the L2 sharing (the
-Q-block CTAs of one head reading the same K/V tiles) repeat. The engine
-simulates a head of the grid, items [0, A), long enough to reach steady state
-and to measure it (a window of Δ >= one wave, a multiple of g), skips [A, B)
-and simulates the tail [B, n) (at least ``TAIL_WAVES``
-waves, so the last, ragged waves are simulated). B is a multiple of g, so the
-tail starts a fresh period exactly as it does in the full run (no tile of its
-group was loaded by a skipped CTA), and B - A is a multiple of the number of
-slots P, so the tail meets the same wave phase as in the full run. The skipped
-items cost ``B - A`` times the steady rate (seconds per item, measured from item
-start times over the window) and, for every counter, the window's average per
-position in the period. The cost of a launch is thus O(periods of a few waves)
-whatever its size. Where a launch holds too few periods to skip any (one head
-of standard attention's S = QK^T: a period of (N/128)^2 CTAs), the slowest dim
-of the period is dropped if it only shares tiles, not work: the per-group reads
-of the shared tiles (each head's K once) are then under-counted for the skipped
-groups, a small error next to such a launch's traffic. (Dropping it also where
-the period outlasts a wave made `qk` read 22% more than Nsight Compute counts at
-N = 4k, d = 128.)
-
-One SM for all (``fast`` fidelity). A launch whose CTAs all do the same work on
-tiles of their own (a period of one item: ATen's elementwise kernels, row
-softmaxes, 10^5-10^6 tiny CTAs) runs in lock step on every SM: the first wave
-starts at one instant on idle SMs, each SM takes the next grid item as its slot
-frees, and they free at the same instants, so SM j runs items j, j + m, j + 2m, ...
-(m SMs) along the same timeline. One SM is then simulated, its CTA r standing for
-items [r m, r m + m): its loads and stores touch every one of their tiles in the
-L2 (hits and misses as in the full run), each transfer counts m times on the HBM and
-L2 servers (their processor sharing), and its counters are the m copies' average,
-summed m times. Wave sampling then runs on that SM's waves, after a longer warm-up
-(LOCK_STEP_WARM: the rate takes 10-20 waves to settle after the lock-step start),
-which costs little with m times fewer CTAs per wave. Launches that share tiles
-between CTAs (the first asks HBM, the others join its fill) drift apart from SM to
-SM and are simulated whole.
+CTAs start in grid order on the least-loaded SM; a persistent CTA runs every P-th work
+item. In ``fast`` fidelity a periodic grid is simulated at its head and tail with the
+steady middle costed from a measured window, and a lock-step grid of identical CTAs
+runs on one SM standing for all. Why this is exact where it is, and where it is not:
+docs/engine.md, "The CTA scheduler".
 """
 
 from __future__ import annotations

@@ -1,54 +1,12 @@
 """Streaming multiprocessors: their pipes, and the processes that run CTA roles.
 
-Each SM has three pipes shared by its resident CTAs: the tensor cores (service
-``2mnk / tensor FLOP per clk``; a wgmma's result comes ``wgmma_latency_cycles``
-after its pipe time, the pipe free for others meanwhile), the vector units and
-shared memory (bytes written by loads / ``smem bytes per clk``). A Vector op's SFU work
-(``exp / sfu ops per clk``) and FP32 work (``fp32 / fp32 ops per clk``) run back
-to back on the vector timeline, not in parallel: the same warp schedulers issue
-both, and on the H200 the flash softmax step on a register tile ran at the sum
-of the two times, with latency hidden (`tilesim calibrate`'s vector step: 1.00x
-the sum at 8 warps per scheduler, 1.47x the larger). A role with too few warps
-per scheduler takes longer still (:func:`vector_slowdown`), without holding the
-pipe from other CTAs. A Vector op's ``smem`` bytes (a register tile converted to
-another layout through shared memory, as the compiler does for tiles stored with
-plain stores or read in a layout the MMA cannot use) go through the SM's
-shared-memory pipe after its arithmetic, in the role's chain. Where the compiled
-kernel reloads spilled registers inside its innermost MMA loop
-(``Launch.spill_reload_covers``), each step ends with those waits: an L2 round
-trip at the L2's present load per wait, less the issue cycles that cover it.
-
-Where the compiled kernel's SASS is known (``Launch.issue_per_step`` and
-``issue_per_cta``, replayed on one warp scheduler by ``validate/issue.py``), the
-instructions its warps issue besides memory and MMA are counted from it instead:
-each step of the innermost MMA loop ends with its issue cycles, and each CTA (each
-work item of a persistent one) starts with those of the rest of the kernel. The
-warp schedulers are the SM's, shared by every warp on it: the replay's time for k
-warps per scheduler (the MMA roles' warps of the CTAs resident on the SM) is the
-schedulers' time for all of them. A role's issue work is its share of that (its
-warps over all); the schedulers serve the warps in turn, so work asked for while
-earlier work is left shares them with it (processor sharing), and it lasts at least
-the replay's time for the role's own warps alone, their dependent chains
-(:meth:`Executor.set_issue`, :meth:`Executor.issue`). Its Vector ops then still book
-their SFU and FP32 time on the vector pipe (the timeline and utilisation show it),
-but the role does not wait for it: the replay already holds the issue and the units'
-throughput of every warp on the scheduler. Their layout conversions still take their
-transfer through the SM's shared-memory pipe: the replay holds a scheduler's
-shared-memory unit 2 cycles per instruction, while the pipe moves 128 B a clock for
-all four schedulers together (a warp's 128-bit access, 512 B, holds it 4 cycles), so
-the replay sees a small part of a conversion's time.
-
-The other pipes serve in arrival order with a known service time, so they need no
-queue: a request at time t starts at ``max(t, free)`` and the pipe is free again at
-the end of it.
-Requests at the same instant are served in the order SimPy runs the processes,
-which is the order they were scheduled: deterministic.
-
-A role of a CTA is one SimPy process walking its compiled ops (see
-``traces/ir.py`` for the semantics). Loops run in *steps*: one iteration each
-in ``detailed`` fidelity; in ``fast`` fidelity the steady middle of a loop is
-coalesced into a few macro-steps whose work is the sum of the iterations they
-stand for (see :mod:`tilesim.simulator.steps`).
+Each SM has a tensor pipe, a vector pipe (SFU and FP32 work back to back) and a
+shared-memory pipe, each serving in arrival order with a known service time; a role
+of a CTA is one SimPy process walking its compiled ops in steps (`simulator.steps`).
+Where the compiled kernel's SASS is known, its issue cycles share the SM's warp
+schedulers; spilled-register reloads end each step with L2 round trips. How each of
+these is modelled, and the measurements behind it: docs/engine.md, "Streaming
+multiprocessors".
 """
 
 from __future__ import annotations

@@ -1,62 +1,10 @@
 """How a loop of T iterations is cut into simulation steps, per fidelity.
 
-``detailed``: one step per iteration.
-
-``fast``: the first ``HEAD`` and last ``TAIL`` iterations stay exact (the
-pipeline fills and drains there: prologue loads, the last partial tile), and the
-steady middle is cut into about ``MACRO`` macro-steps of nearly equal size,
-reached through a ramp of steps that grow by ``RAMP`` (2, 3, 4, 5, 6, 7, 8, 10,
-12, 15, ... iterations). A step's loads are prefetched during the step before
-it, so a step r times longer than the one before asks the memory system for r
-times the kernel's real rate for one step: a sudden jump from one iteration to
-many asks for a burst the kernel never makes, and so does a steep ramp when the
-loop runs near a bandwidth limit. A ramp of 2x stalled every ramp step of v2's
-backward dQ pass (K and V from a warm L2, 60-80% of the L2 bandwidth: twice that
-rate does not exist), 4-12% slower than ``detailed``; 1.25x (and six steady
-steps instead of four, which also keeps v3's producer/consumer loops closer)
-keeps it within 2% up to about 80% utilisation, for about ten more steps per
-long loop. At saturation no ramp helps: the step's loads are issued whole, one
-step early, and must all arrive before its first iteration, so each growing
-step stalls by its growth, about one steady step in all (tests/simulator's
-fidelity test marks that case); the cure is in the engine (start a macro-step
-when its first iteration's tiles are in, or issue its loads at the kernel's
-rate).
-A macro-step of c iterations does the work of all c: its loads move the bytes
-of all c tiles (each tile looked up in L2 on its own), its Mma and Vector ops
-occupy the pipes for the sum of the c iterations' service times. So a loop
-costs O(HEAD + TAIL + MACRO) events whatever its length; only the L2 lookups
-(one per tile) still grow with it. A loop that holds another loop is coalesced
-too, but its macro-steps run the inner loop once, for their middle iteration,
-with the work scaled (see sm.py).
-
-Latency. A macro-step's loads arrive together, after one latency, where the c
-iterations it stands for each wait for their own tile. A tile issued ``lead``
-iterations before its first use, with latency L and transfer time X, lets the
-kernel run an iteration every max(T_iter, (L + X) / lead) at best; so c real
-iterations need c (L + X) / lead of load time, against D + L for the step
-(D = c X, its measured transfer). A macro-step's loads are ready after the
-longer of the two, and since they are issued one step early, steady state
-matches both where latency is hidden and where it binds (lead 1: every
-iteration pays L).
-
-Exposed loops. A loop whose loads are used in the iteration that issues them
-(no prefetch) pays the full latency every iteration, and identical CTAs run it
-in lockstep, all loading then all computing. A macro-step's one long transfer
-per CTA gets a larger share of a bandwidth that the real bursts contend for,
-about 20% too fast on v1 with a thrashing L2, so such loops run exactly (one
-step per iteration); v1's outer loop still coalesces, so its cost stays about
-4 inner loops per CTA.
-
-The table depends only on T (and on whether the loop is nested), so a producer
-and a consumer role looping over the same trip count step in lockstep, and deps
-``x@-k`` map to steps through it: a step waits for the step holding iteration
-``first - k``. Between roles (a producer refilling a ring buffer, ping-pong
-consumers) a macro-step waits for the step before that one: the real consumer
-releases a slot every iteration and the producer refills it at once, which a
-lumped step can only express as "released at the end of the step"; waiting for
-that would phase-lock producer and consumers (a bubble as long as the step),
-while waiting one step earlier keeps the producer as far ahead as its ring
-allows, which is what the kernel does in steady state.
+``detailed``: one step per iteration. ``fast``: exact head and tail iterations, the
+steady middle in about ``MACRO`` macro-steps reached through a gentle ramp, each doing
+the work of the iterations it stands for, with the latency their loads would have had.
+The table depends only on T, so roles looping over one trip count stay in lockstep.
+Why the ramp is this shape and how deps map to steps: docs/engine.md, "Loop steps".
 """
 
 from __future__ import annotations

@@ -1,62 +1,10 @@
 """The tile-schedule IR: what one kernel launch does, tile by tile.
 
-A `Trace` is one algorithm on one workload: one or more `Launch`es. A launch is
-a grid of CTAs (thread blocks) that all run the same `CtaProgram`, a template
-whose integer expressions (loop trip counts, tile indices, byte counts) may use
-
-* the CTA's grid coordinates (the names of `Launch.grid`),
-* the trace's `params` (e.g. ``N_q``, ``N_kv``, ``d``), and
-* the variables of enclosing loops.
-
-Expressions are ints or small strings such as ``"min(64, N_kv - 64*j) * 256"``;
-see :mod:`tilesim.traces.expr`.
-
-Semantics the engine implements (one process per role):
-
-* Ops of a role run in order. `Mma` and `Vector` block their role until done;
-  first they wait for every id in ``deps``.
-* `Load` (global -> shared) is asynchronous: the role goes on, and the load's
-  completion is recorded under its ``id`` for the current loop iteration.
-  In a `Loop` with ``prefetch = p > 0`` the loads of iteration j+p are issued at
-  the start of iteration j (those of 0..p-1 before the loop): ``num_stages-1``
-  loads in flight, as a software-pipelined kernel does.
-* `Store` (shared/registers -> global) is asynchronous; the CTA ends after its
-  stores have drained.
-* An `Mma` or `Vector` with ``async_=True`` does not block its role (wgmma is
-  asynchronous); a later ``deps`` entry or `Wait` names its id.
-* `Arrive(name)` marks a named event for the current iteration; another role's
-  ``deps`` or `Wait` may name it. Together they express producer/consumer
-  warp specialisation and ping-pong.
-* A dep ``"x"`` means x in the same iteration of the innermost shared loop;
-  ``"x@-k"`` means x of k iterations earlier (no wait if that is before 0).
-
-Precise rules for deps (added by the traces generators; the cases above are
-special cases of these):
-
-* Names. A dep names a `Load` id, an `Mma`/`Vector` id or an `Arrive` name.
-  It resolves to the waiting op's own role if that role defines the name,
-  otherwise to the one other role of the CTA that defines it (producer /
-  consumer warp specialisation: a consumer's ``deps=("k",)`` waits for the
-  producer's load ``k``). Names are unique within a role.
-* Iterations. An event defined inside loops L1..Lk (outermost first) is
-  recorded under their iteration indices (i1..ik). A waiting op inside loops
-  M1..Mr waits for the event whose first min(k, r) indices equal its own
-  (loops at the same depth match, also across roles: a producer's ``Loop j``
-  and a consumer's ``Loop j`` run the same trip count in lockstep), ``@-k``
-  subtracting k from the deepest of those indices. Where the event is deeper
-  than the waiter (a dep after a loop on an op inside it) the remaining
-  indices are the last iterations of those loops: after ``Loop j`` a dep
-  ``"v"`` waits for ``v`` of the loop's final iteration.
-* No wait when the resolved index is negative or the loop that defines the
-  event ran zero iterations.
-* Zero-sized work (a `Load`/`Store` of 0 bytes, an `Mma` with m, n or k = 0,
-  a `Vector` with no work) completes at once, after its deps; generators use
-  it for pipeline prologues/epilogues folded into a loop (an ``Mma`` of size
-  ``min(64, 64*j)`` is empty at j = 0).
-* A loop whose trip count evaluates to 0 or less runs no iteration.
-* Persistent launches (``persistent_ctas = P > 0``): CTA c runs the program for
-  the grid's work items c, c+P, c+2P, ... one after another; the grid
-  coordinates in expressions are those of the current work item.
+A `Trace` is one or more `Launch`es; a launch is a grid of CTAs running one
+`CtaProgram`, whose roles walk ops (`Load`, `Store`, `Mma`, `Vector`, `Wait`, `Arrive`,
+`Loop`) with integer expressions of the grid coordinates, the trace's params and loop
+variables (:mod:`tilesim.traces.expr`). The semantics the engine implements (order,
+asynchrony, deps across roles and iterations) are in docs/engine.md, "The IR".
 """
 
 from __future__ import annotations
