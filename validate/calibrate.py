@@ -1,8 +1,9 @@
 """`tilesim calibrate`: micro-benchmark the GPU at hand and write a calibrated preset.
 
-Two halves. :func:`run_calibration` (GPU) runs the Triton micro-benchmarks of
-:mod:`tilesim.validate.gpu.microbench` and returns raw measurements, one row each
-(``name``, ``value``, ``unit``, ``method``, ``samples``). :func:`derive_preset`
+Two halves. The GPU one, :func:`tilesim.validate.gpu.calibrate.run_calibration`, runs
+the Triton micro-benchmarks of :mod:`tilesim.validate.gpu.steps` (the steps this module's
+:data:`STEPS` names) and returns raw measurements, one row each (``name``, ``value``,
+``unit``, ``method``, ``samples``). This module is the other: :func:`derive_preset`
 (pure, CPU-tested) turns those rows into preset fields with explicit arithmetic,
 each with a source line saying how it was measured. The calibrated preset is an
 overlay on the datasheet one (``base = "h200_sxm_141gb"``): only measured fields
@@ -57,7 +58,7 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
   :func:`store_port_rate`).
 * ``cta_turnaround_cycles`` = the median gap, in the SM's own cycles, between a CTA's
   last instruction and the first of the CTA that takes its slot (CTAs of 8 warps that
-  spin a fixed number of cycles, several waves; see ``microbench.turnaround_gaps``).
+  spin a fixed number of cycles, several waves; see ``steps.turnaround.turnaround_gaps``).
 * ``wgmma_latency_cycles`` = SM cycles from a wgmma's last pipe cycle to its result:
   dependent chains of dots at 1 CTA per SM, a step of two (the second's A in registers)
   less a step of one, less the pipe time, extrapolated to zero A elements (see
@@ -70,13 +71,12 @@ counter over its ns timer where it has them, else nvidia-smi's reading):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..errors import TilesimError
 from ..hwmodels.gpu import GPU, HBM_MIX_POINTS, LOADED_LATENCY_POINTS, interpolate
 from ..hwmodels.presets import calibrated_name
 from ..units import KiB, MiB
-from .schema import measurement
 from .stats import median
 
 
@@ -473,7 +473,7 @@ def _tensor_rows(rows: Sequence[dict]) -> dict[tuple[str, str], dict]:
     return best
 
 
-# -- the GPU run ------------------------------------------------------------------------------
+# -- the steps ------------------------------------------------------------------------------
 
 
 STEPS = (
@@ -551,7 +551,7 @@ MMA_CHAIN2 = "mma_chain2_wgmma@"
 
 def wgmma_latency(rows: Sequence[dict], flop_per_clk: float) -> tuple[float, str, str] | None:
     """(SM cycles, description, date of its rows or "") a wgmma's result comes after its
-    pipe time, from the dependent chains (`microbench.Bench.mma_latency`): per shape, a
+    pipe time, from the dependent chains (`steps.tensor.mma_latency`): per shape, a
     step of two dots less a step of one is the second dot, whose A operand is the first's
     result in registers (the store of x to shared memory, its fence and barrier cancel
     out); less its pipe time (2 m k k / ``flop_per_clk``), what is left is its latency
@@ -583,7 +583,7 @@ STORE_CHAIN = "hbm_store_chain_"
 
 def store_port_rate(rows: Sequence[dict]) -> tuple[float, str, str] | None:
     """(bytes per SM clock, description, date of its rows or "") an SM's stores leave it
-    at, from the store chains (`microbench.Bench.store_latency`): per CTA size, the
+    at, from the store chains (`steps.tile.store_latency`): per CTA size, the
     bytes between its two largest tiles over the seconds between them (the fence, the
     barrier and the acknowledgement's latency cancel out), at the SM clock of the run;
     the median over CTA sizes."""
@@ -619,58 +619,3 @@ def check_steps(only: Sequence[str] | None) -> tuple[str, ...]:
             f"unknown calibration step {unknown[0]!r} (choose from {', '.join(STEPS)})"
         )
     return tuple(s for s in STEPS if s in only)
-
-
-def run_calibration(
-    quick: bool = False, log: Callable[[str], None] = print, only: Sequence[str] | None = None
-) -> list[dict]:
-    """Run the micro-benchmarks on GPU 0 (``only``: a subset of :data:`STEPS`); returns the
-    raw rows (a failed one is logged and skipped).
-
-    Takes about a minute (``quick``: a third of that), most of it Triton compiling.
-    """
-    chosen = check_steps(only)
-    import torch
-
-    from .gpu import hbm_mix, power
-    from .gpu import microbench as mb  # torch + triton: imported only on a GPU run
-
-    props = torch.cuda.get_device_properties(0)
-    rows = [
-        measurement(
-            "device_sm_count", props.multi_processor_count, "SMs", "torch device properties"
-        )
-    ]
-    l2 = int(getattr(props, "L2_cache_size", 0))
-    if l2:
-        rows.append(measurement("device_l2_bytes", l2, "B", "torch device properties"))
-    with mb.ClockSampler(interval_ms=50) as sampler:
-        bench = mb.Bench(sampler, quick=quick, log=log)
-        steps = (
-            ("hbm", "HBM bandwidth", bench.hbm),
-            ("hbm_mix", "HBM reads and writes mixed", lambda: hbm_mix.hbm_mix(bench)),
-            ("l2", "L2 bandwidth curve", bench.l2),
-            ("latency", "latency (pointer chase)", bench.latency),
-            ("loaded_latency", "latency under streaming load", bench.loaded_latency),
-            ("tensor", "tensor cores (tl.dot loops)", bench.tensor),
-            ("mma_latency", "tensor-core latency (dependent tl.dot chains)", bench.mma_latency),
-            ("clock", "sustained SM clock", bench.sustained_clock),
-            ("power", "SM clock under load", lambda: power.power(bench)),
-            ("exp2", "exp2 (SFU)", bench.exp2),
-            ("fp32", "FP32 FMA", bench.fp32),
-            ("vector", "vector work vs warps per scheduler", bench.vector_latency),
-            ("launch", "launch overhead", bench.launch),
-            ("turnaround", "CTA turnaround on an SM slot", bench.turnaround),
-            ("dispatch", "CTA start rate of the GPU", bench.dispatch),
-            ("tile_latency", "HBM tile latency, one CTA per SM", bench.tile_latency),
-            ("store_latency", "store acknowledgement, one CTA per SM", bench.store_latency),
-        )
-        for key, title, step in steps:
-            if key not in chosen:
-                continue
-            log(f"{title}:")
-            try:
-                step()
-            except Exception as exc:  # a broken benchmark leaves its fields at the datasheet
-                log(f"  failed: {' '.join(str(exc).split())[:200]}")
-    return rows + bench.rows
