@@ -22,7 +22,8 @@ import time
 import torch
 import triton
 
-from tilesim.validate.gpu import metadata, microbench, power, timing
+from tilesim.validate.gpu import metadata, microbench, timing
+from tilesim.validate.gpu.steps import hbm, power, tensor, vector
 
 BM, BN, BK = 128, 128, 64
 L2_TILES = 32  # streamed tiles in the L2-resident buffer (32 x 2 x 16 KiB = 1 MiB, fp16)
@@ -69,7 +70,7 @@ def dot_variant(dtype, data, where, fma, path, sms, sampler) -> dict:
     row = {"kernel": "dot", "dtype": dtype, "data": data, "where": where, "fma": fma, "path": path}
 
     def launch(iters):
-        with microbench._mma_v3_disabled(path == "mma_sync"):
+        with tensor._mma_v3_disabled(path == "mma_sync"):
             kern[grid](a, b, c, iters, fma, tiles, STREAM=stream, BM=BM, BN=BN, BK=BK, num_warps=4)
 
     launch(3)  # check program 0 after 3 steps
@@ -105,7 +106,7 @@ def fma_variant(ctas_per_sm, sms, sampler) -> dict:
     out = torch.empty(grid[0] * block, device="cuda")
     stamps = microbench._stamps(grid)
     a, b = 0.999, 0.001
-    microbench._fma_loop[grid](x, out, stamps, 2, a, b, BLOCK=block)
+    vector._fma_loop[grid](x, out, stamps, 2, a, b, BLOCK=block)
     want = x.double()
     for _ in range(8):
         want = want * a + b
@@ -115,7 +116,7 @@ def fma_variant(ctas_per_sm, sms, sampler) -> dict:
         return {**row, "status": "wrong"}
     iters = 1500
     row.update(iters=iters, per_launch_fp32_ops=4 * iters * block * grid[0], status="ok")
-    run = lambda: microbench._fma_loop[grid](x, out, stamps, iters, a, b, BLOCK=block)  # noqa: E731
+    run = lambda: vector._fma_loop[grid](x, out, stamps, iters, a, b, BLOCK=block)  # noqa: E731
     return _measure(run, row, sampler)
 
 
@@ -124,7 +125,7 @@ def exp2_variant(sms, sampler) -> dict:
     x = torch.rand(block, device="cuda")
     out = torch.empty(grid[0] * block, device="cuda")
     stamps = microbench._stamps(grid)
-    microbench._exp2_loop[grid](x, out, stamps, 3, BLOCK=block)
+    vector._exp2_loop[grid](x, out, stamps, 3, BLOCK=block)
     want = x.double()
     for _ in range(3):
         want = torch.exp2(-want)
@@ -134,7 +135,7 @@ def exp2_variant(sms, sampler) -> dict:
         return {**row, "status": "wrong"}
     iters = 3000
     row.update(iters=iters, per_launch_sfu_ops=iters * block * grid[0], status="ok")
-    run = lambda: microbench._exp2_loop[grid](x, out, stamps, iters, BLOCK=block)  # noqa: E731
+    run = lambda: vector._exp2_loop[grid](x, out, stamps, iters, BLOCK=block)  # noqa: E731
     return _measure(run, row, sampler)
 
 
@@ -146,17 +147,17 @@ def stream_variant(kind, nbytes, sms, sampler) -> dict:
     row = {"kernel": kind, "bytes": nbytes}
     if kind == "copy":
         y = torch.empty_like(x)
-        microbench._stream_copy[grid](x, y, n_blocks, BLOCK=block)
+        hbm._stream_copy[grid](x, y, n_blocks, BLOCK=block)
         row["rel_error"] = _rel(y, x)
-        run = lambda: microbench._stream_copy[grid](x, y, n_blocks, BLOCK=block)  # noqa: E731
+        run = lambda: hbm._stream_copy[grid](x, y, n_blocks, BLOCK=block)  # noqa: E731
         passes = 1
         moved = 2 * nbytes
     else:
         out = torch.empty(grid[0] * block, device="cuda")
         passes = 1 if nbytes > 2**28 else max(1, int(2**34 // nbytes))
-        microbench._stream_read[grid](x, out, n_blocks, 1, BLOCK=block)
+        hbm._stream_read[grid](x, out, n_blocks, 1, BLOCK=block)
         row["rel_error"] = abs(out.double().sum().item() / x.double().sum().item() - 1)
-        run = lambda: microbench._stream_read[grid](x, out, n_blocks, passes, BLOCK=block)  # noqa: E731
+        run = lambda: hbm._stream_read[grid](x, out, n_blocks, passes, BLOCK=block)  # noqa: E731
         moved = nbytes * passes
     if not row["rel_error"] < 1e-4:
         return {**row, "status": "wrong"}

@@ -5,8 +5,9 @@ import pytest
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu, write_preset
 from tilesim.hwmodels.presets import base_preset_for
+from tilesim.units import MiB
 from tilesim.validate import calibrate
-from tilesim.validate.calibrate import MiB, measurement
+from tilesim.validate.schema import measurement
 
 SMS = 132
 
@@ -365,7 +366,7 @@ def test_without_cycle_counters_tensor_kernels_keep_the_clock():
 
 
 def test_cta_turnaround_pairs_each_freed_slot_with_the_next_start():
-    from tilesim.validate.gpu.microbench import turnaround_gaps
+    from tilesim.validate.gpu.steps.turnaround import turnaround_gaps
 
     # two slots on SM 0: CTAs end at 100 and 120; the next two start at 130 and 150;
     # SM 1 has one slot: end 200, next start 260

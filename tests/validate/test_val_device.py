@@ -9,8 +9,9 @@ import pytest
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu, write_preset
 from tilesim.hwmodels.provenance import source_kind
+from tilesim.units import MiB
 from tilesim.validate import calibrate, device
-from tilesim.validate.calibrate import MiB, measurement
+from tilesim.validate.schema import measurement
 
 # What torch.cuda.get_device_properties reports for an L40S (Ada, compute capability 8.9).
 L40S = SimpleNamespace(

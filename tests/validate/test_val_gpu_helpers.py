@@ -44,6 +44,13 @@ def test_calibration_steps():
         calibrate.check_steps(["disk"])
 
 
+def test_every_calibration_step_has_its_function_in_run_order():
+    pytest.importorskip("triton")
+    from tilesim.validate.gpu.calibrate import STEP_FUNCTIONS
+
+    assert tuple(key for key, _, _ in STEP_FUNCTIONS) == calibrate.STEPS
+
+
 def test_repeated_timing_keeps_the_fastest_median(monkeypatch):
     times = iter([2e-3, 1.5e-3])
     monkeypatch.setattr(timing, "bench_s", lambda fn, w, r: next(times))

@@ -201,6 +201,7 @@ def calibrate(
     from ..validate import calibrate as cal
     from ..validate import schema
     from ..validate.gpu import metadata
+    from ..validate.gpu.calibrate import run_calibration
 
     device = torch.cuda.get_device_name(0)
     base_gpu, base_name = _base_for(device, base)
@@ -209,7 +210,7 @@ def calibrate(
     )
     t0 = time.perf_counter()
     log(f"calibrating {device} against {base_name} ...")
-    rows = cal.run_calibration(quick=quick, log=log, only=steps)
+    rows = run_calibration(quick=quick, log=log, only=steps)
     gpu, fields, notes = cal.derive_preset(rows, base_gpu, meta["date"])
     metadata.finish(meta)
     meta["derived"] = {

@@ -1,12 +1,11 @@
 """The `tilesim calibrate` step ``hbm_mix``: HBM bandwidth under a mix of reads and writes.
 
 DRAM turns its data bus around between reads and writes, so a stream that does both
-runs slower than the time its reads and its writes would take alone (on the H200 a copy
-reaches 3.8 TB/s, where 4.46 TB/s of reads and 4.30 of writes would give 4.38). Each
-CTA of a grid stream reads R blocks of 8 KiB and writes W per step, over 2 GiB in all,
-at write shares 25, 50, 75 and 90% of the bytes (3:1, 1:1, 1:3, 1:9); the row's value
-is read + write bytes per second (``GPU.hbm_mix_*_efficiency`` = it over the peak).
-Every output is checked before it is timed.
+runs slower than the time its reads and its writes would take alone. Each CTA of a grid
+stream reads R blocks of 8 KiB and writes W per step, over 2 GiB in all, at write
+shares 25, 50, 75 and 90% of the bytes (3:1, 1:1, 1:3, 1:9); the row's value is read +
+write bytes per second (``GPU.hbm_mix_*_efficiency`` = it over the peak). Every output
+is checked before it is timed.
 """
 
 from __future__ import annotations
@@ -15,10 +14,11 @@ import torch
 import triton
 import triton.language as tl
 
-from ...errors import TilesimError
-from ...units import GiB
-from ..schema import measurement
-from . import microbench as mb
+from ....errors import TilesimError
+from ....units import GiB
+from ...schema import measurement
+from ..microbench import Bench
+from .hbm import CTAS_PER_SM_STREAM, READ_BLOCK
 
 # (reads, writes) per step for each write share the preset keeps (hwmodels HBM_MIX_POINTS)
 MIXES = {25: (3, 1), 50: (1, 1), 75: (1, 3), 90: (1, 9)}
@@ -45,9 +45,9 @@ def _stream_mix(
 
 
 def _mix(bench, share: int, reads: int, writes: int, nbytes: int) -> None:
-    block = mb.READ_BLOCK
+    block = READ_BLOCK
     n_steps = nbytes // ((reads + writes) * block * 4)
-    grid = (bench.sm_count * mb.CTAS_PER_SM_STREAM,)
+    grid = (bench.sm_count * CTAS_PER_SM_STREAM,)
     x = torch.rand(n_steps * reads * block, device="cuda")
     y = torch.empty(n_steps * writes * block, device="cuda")
 
@@ -76,7 +76,7 @@ def _mix(bench, share: int, reads: int, writes: int, nbytes: int) -> None:
     )
 
 
-def hbm_mix(bench) -> None:
+def hbm_mix(bench: Bench) -> None:
     """The step: one stream per write share of `MIXES`."""
     nbytes = (GiB // 2) if bench.quick else 2 * GiB
     for share, (reads, writes) in MIXES.items():

@@ -17,10 +17,13 @@ import torch
 import triton
 import triton.language as tl
 
-from ...errors import TilesimError
-from ..schema import measurement
-from . import microbench as mb
-from . import timing
+from ....errors import TilesimError
+from ...schema import measurement
+from .. import timing
+from ..microbench import Bench, _check_rel, _stamps
+from .hbm import _stream_copy, _stream_read
+from .tensor import _mma_v3_disabled
+from .vector import _exp2_loop, _fma_loop
 
 BM, BN, BK = 128, 128, 64
 L2_TILES = 32  # streamed tiles in the L2-resident buffer (32 x 2 x 16 KiB = 1 MiB, fp16)
@@ -97,7 +100,7 @@ def _dot(bench, dtype: str, where: str, fma: int, path: str = "wgmma", zeros: bo
     kern = _dot_loop_sync if path == "mma_sync" else _dot_loop
 
     def launch(iters):
-        with mb._mma_v3_disabled(path == "mma_sync"):
+        with _mma_v3_disabled(path == "mma_sync"):
             kern[grid](a, b, c, iters, fma, tiles, STREAM=stream, BM=BM, BN=BN, BK=BK, num_warps=4)
 
     launch(3)  # program 0 after 3 steps
@@ -111,7 +114,7 @@ def _dot(bench, dtype: str, where: str, fma: int, path: str = "wgmma", zeros: bo
         if c[0].abs().max().item() != 0:
             raise TilesimError(f"micro-benchmark power dot loop {dtype} {where}: not zero")
     else:
-        mb._check_rel(c[0], want + v[:, None], f"power dot loop {dtype} {where}", tol=2e-2)
+        _check_rel(c[0], want + v[:, None], f"power dot loop {dtype} {where}", tol=2e-2)
     t = timing.bench_graph_s(lambda: launch(64), 2, 10) or 1e-3
     iters = max(65, int(64 * LAUNCH_S / t)) | 1  # ~LAUNCH_S a launch
     tile_bytes = (BM * BK + BK * BN) * a.element_size()
@@ -141,17 +144,17 @@ def _fma(bench, ctas_per_sm: int) -> None:
     block, grid = 8192, (bench.sm_count * ctas_per_sm,)
     x = torch.rand(block, device="cuda")
     out = torch.empty(grid[0] * block, device="cuda")
-    stamps = mb._stamps(grid)
-    mb._fma_loop[grid](x, out, stamps, 2, 0.999, 0.001, BLOCK=block)
+    stamps = _stamps(grid)
+    _fma_loop[grid](x, out, stamps, 2, 0.999, 0.001, BLOCK=block)
     want = x.double()
     for _ in range(8):
         want = want * 0.999 + 0.001
-    mb._check_rel(out[:block].double(), want, "power fma loop", tol=1e-5)
+    _check_rel(out[:block].double(), want, "power fma loop", tol=1e-5)
     iters = 1500
     _row(
         bench,
         f"clock_fma_{ctas_per_sm}cta",
-        lambda: mb._fma_loop[grid](x, out, stamps, iters, 0.999, 0.001, BLOCK=block),
+        lambda: _fma_loop[grid](x, out, stamps, iters, 0.999, 0.001, BLOCK=block),
         {"fp32_ops": 4 * iters * block * grid[0]},
         f"counted SM clock of FMA chains, {grid[0]} CTAs x {block} lanes x {4 * iters}",
         mma=False,
@@ -162,17 +165,17 @@ def _exp2(bench) -> None:
     block, grid = 4096, (bench.sm_count * 4,)
     x = torch.rand(block, device="cuda")
     out = torch.empty(grid[0] * block, device="cuda")
-    stamps = mb._stamps(grid)
-    mb._exp2_loop[grid](x, out, stamps, 3, BLOCK=block)
+    stamps = _stamps(grid)
+    _exp2_loop[grid](x, out, stamps, 3, BLOCK=block)
     want = x.double()
     for _ in range(3):
         want = torch.exp2(-want)
-    mb._check_rel(out[:block].double(), want, "power exp2 loop", tol=1e-4)
+    _check_rel(out[:block].double(), want, "power exp2 loop", tol=1e-4)
     iters = 3000
     _row(
         bench,
         "clock_exp2",
-        lambda: mb._exp2_loop[grid](x, out, stamps, iters, BLOCK=block),
+        lambda: _exp2_loop[grid](x, out, stamps, iters, BLOCK=block),
         {"sfu_ops": iters * block * grid[0]},
         f"counted SM clock of exp2 chains, {grid[0]} CTAs x {block} lanes x {iters}",
         mma=False,
@@ -187,22 +190,22 @@ def _stream(bench, kind: str, nbytes: int) -> None:
     in_hbm = nbytes > bench.l2_bytes
     if kind == "copy":
         y = torch.empty_like(x)
-        mb._stream_copy[grid](x, y, n_blocks, BLOCK=block)
-        mb._check_rel(y, x, "power copy", tol=1e-6)
+        _stream_copy[grid](x, y, n_blocks, BLOCK=block)
+        _check_rel(y, x, "power copy", tol=1e-6)
 
         def run():
-            mb._stream_copy[grid](x, y, n_blocks, BLOCK=block)
+            _stream_copy[grid](x, y, n_blocks, BLOCK=block)
 
         moved = 2 * nbytes
     else:
         out = torch.empty(grid[0] * block, device="cuda")
         passes = 1 if in_hbm else max(1, 2**34 // nbytes)
-        mb._stream_read[grid](x, out, n_blocks, 1, BLOCK=block)
+        _stream_read[grid](x, out, n_blocks, 1, BLOCK=block)
         got = out.double().sum().reshape(1)
-        mb._check_rel(got, x.double().sum().reshape(1), "power stream read", tol=1e-4)
+        _check_rel(got, x.double().sum().reshape(1), "power stream read", tol=1e-4)
 
         def run():
-            mb._stream_read[grid](x, out, n_blocks, passes, BLOCK=block)
+            _stream_read[grid](x, out, n_blocks, passes, BLOCK=block)
 
         moved = nbytes * passes
     where = "hbm" if in_hbm else "l2"
@@ -218,7 +221,7 @@ def _stream(bench, kind: str, nbytes: int) -> None:
     )
 
 
-def power(bench) -> None:
+def power(bench: Bench) -> None:
     """The step: every variant, then the same again in reverse order (two samples each)."""
     variants = [
         *(lambda d=d, f=f: _dot(bench, d, "regs", f) for d in DTYPES for f in (0, 32, 96, 256)),
