@@ -51,7 +51,7 @@ fi
 
 read -r DATE SLUG BASE < <(python3 - <<'PY'
 import torch
-from tilesim.validate.calibrate import base_preset_for
+from tilesim.hwmodels.presets import base_preset_for
 from tilesim.validate.gpu.metadata import gpu_slug, today
 name = torch.cuda.get_device_name(0)
 print(today(), gpu_slug(name), base_preset_for(name))
