@@ -13,7 +13,7 @@ import importlib.util
 import pytest
 
 from tilesim import runner
-from tilesim.commands import gpu as gpu_cmd
+from tilesim.commands import gpu_options as gpu_cmd
 from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu
 from tilesim.traces.config import default_config

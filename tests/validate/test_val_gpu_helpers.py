@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tilesim.commands import gpu as gpu_cmd
+from tilesim.commands import gpu_options as gpu_cmd
 from tilesim.commands.common import int_list
 from tilesim.errors import TilesimError
 from tilesim.traces.workload import Workload

@@ -1,8 +1,8 @@
-"""CLI commands, one module per area; each has ``register(app)``.
+"""CLI commands, one module per command (or group of subcommands); each has ``register(app)``.
 
 To add a module, import it here and append it to COMMAND_MODULES.
 """
 
-from . import explain, gpu, hw, predict, report, trace
+from . import bench, calibrate, explain, hw, predict, report, trace, validate
 
-COMMAND_MODULES: list = [hw, trace, gpu, report, explain, predict]
+COMMAND_MODULES: list = [hw, trace, calibrate, bench, validate, report, explain, predict]
