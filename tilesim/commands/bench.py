@@ -24,6 +24,7 @@ from .gpu_options import (
     MaskOpt,
     OutOpt,
     RepOpt,
+    SeedOpt,
     SeqlensOpt,
     WarmupOpt,
     check_draw,
@@ -74,7 +75,7 @@ def bench(
             "`validate --grid serving` for SDPA's flash, cuDNN and efficient backends.",
         ),
     ] = "grid",
-    seed: Annotated[int, typer.Option("--seed", help="--grid random: the draw's seed.")] = 0,
+    seed: SeedOpt = 0,
     count: Annotated[
         int | None,
         typer.Option(

@@ -32,6 +32,7 @@ SeqlensOpt = Annotated[
     str | None, typer.Option("--seqlens", help="Comma-separated sequence lengths.")
 ]
 HeadDimsOpt = Annotated[str | None, typer.Option("--head-dims", help="Comma-separated head dims.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="--grid random: the draw's seed.")]
 MaskOpt = Annotated[str, typer.Option("--mask", help="full, causal or both.")]
 SERVING_POINTS = 12  # --grid serving's random decode shapes (bench and validate)
 # validate: "all" = the forward grid, then the backward grid (standard, v1, v2)

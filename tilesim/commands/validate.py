@@ -25,6 +25,7 @@ from .gpu_options import (
     MaskOpt,
     OutOpt,
     RepOpt,
+    SeedOpt,
     SeqlensOpt,
     WarmupOpt,
     check_draw,
@@ -88,7 +89,7 @@ def validate(
             "--points more drawn by --seed; grouped-query prefill of v2 and v3).",
         ),
     ] = "grid",
-    seed: Annotated[int, typer.Option("--seed", help="--grid random: the draw's seed.")] = 0,
+    seed: SeedOpt = 0,
     count: Annotated[
         int | None,
         typer.Option(
