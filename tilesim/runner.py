@@ -11,17 +11,14 @@ simulations travel to the workers, and each distinct key is simulated once,
 the longest first (`work_estimate`), so that no worker is left with a long one
 at the end while the others idle.
 
-The cache is a folder of small JSON files, one per prediction, named by
-``sha256`` of the canonical JSON of (GPU fields, trace, fidelity, model
-version). The model version is tilesim's version plus a digest of the engine's
-source files, so a changed engine never reads a stale entry. Entries are written
-atomically (a temp file renamed into place) by the parent as each result comes
-back, so an interrupted sweep keeps what it finished and the next run resumes.
+The cache (`tilesim.cache`) is written by the parent as each result comes back, so
+an interrupted sweep keeps what it finished and the next run resumes.
 
 Runners:
 
 * ``workers <= 1`` and no scheduler: in this process, one after another.
-* ``workers > 1``: a `ProcessPoolExecutor` of that many spawned processes.
+* ``workers > 1``: a `ProcessPoolExecutor` of that many processes (forked where the
+  platform can; `Pool` spawns, for a process beside CUDA).
 * ``scheduler="local-dask"``: a Dask `LocalCluster` of ``max(2, workers)`` worker
   processes (one thread each), started and stopped here.
 * ``scheduler="tcp://host:8786"``: a running Dask scheduler (see docs/cluster.md).
@@ -32,10 +29,7 @@ Dask is the optional extra ``cluster``; it is imported only when asked for.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import math
 import multiprocessing
 import os
 import signal
@@ -43,24 +37,19 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
-from .atomic import write_atomic
+from .cache import Cache, cache_key
 from .errors import TilesimError
 from .hwmodels.gpu import GPU
 from .simulator import Prediction, simulate
 from .traces import EXTERNAL, build, build_external, compiled
 from .traces.expr import evaluate
-from .traces.files import to_dict as trace_to_dict
 from .traces.ir import Loop, Trace
 from .traces.workload import KernelConfig, Workload
-from .version import __version__
 
 DEFAULT_CACHE_DIR = ".tilesim-cache"
 LOCAL_DASK = "local-dask"
 DASK_SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://", "ws://", "wss://")
-CACHE_FORMAT = "tilesim-prediction-cache"
 DASK_CONNECT_TIMEOUT_S = 10
 
 
@@ -126,98 +115,6 @@ class RunStats:
     simulated: int  # distinct simulations run now
     cached: int  # jobs answered from the cache
     failed: int  # jobs with an error
-
-
-# -- cache ------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def model_version() -> str:
-    """tilesim's version + a digest of the engine's sources: what a cached prediction depends
-    on besides its GPU and trace (the trace already carries the generators' output)."""
-    from . import simulator
-
-    sim_dir = Path(simulator.__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(sim_dir.glob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return f"{__version__}+{digest.hexdigest()[:16]}"
-
-
-def cache_key(gpu: GPU, trace: Trace, fidelity: str) -> str:
-    """sha256 of the canonical JSON of everything a prediction depends on."""
-    doc = {
-        "gpu": gpu.to_dict(),
-        "trace": trace_to_dict(trace),
-        "fidelity": fidelity,
-        "model": model_version(),
-    }
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-class Cache:
-    """Predictions on disk, one JSON file per key: ``<dir>/<key[:2]>/<key>.json``."""
-
-    def __init__(self, directory: str | os.PathLike) -> None:
-        self.dir = Path(directory)
-        if self.dir.exists() and not self.dir.is_dir():
-            raise TilesimError(f"cache directory {str(self.dir)!r} is a file")
-
-    def path(self, key: str) -> Path:
-        return self.dir / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> dict | None:
-        """The stored prediction dict, or None (absent, corrupted or edited: then it is redone)."""
-        try:
-            doc = json.loads(self.path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            return None
-        if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("key") != key:
-            return None
-        pred = doc.get("prediction")
-        if not isinstance(pred, dict) or doc.get("digest") != _digest(pred):
-            return None
-        return pred if plausible_prediction(pred) else None
-
-    def put(self, key: str, prediction: dict) -> None:
-        path = self.path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise TilesimError(
-                f"cannot create cache directory {str(path.parent)!r}: {exc.strerror}"
-            ) from None
-        doc = {"format": CACHE_FORMAT, "key": key, "prediction": prediction}
-        doc["digest"] = _digest(prediction)
-        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        write_atomic(path, text)
-
-
-def _digest(prediction: dict) -> str:
-    """sha256 of a prediction's canonical JSON: an entry edited by hand no longer matches."""
-    text = json.dumps(prediction, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def plausible_prediction(d: dict) -> bool:
-    """A prediction dict whose figures are finite, its time positive, its counts >= 0."""
-
-    def numbers(x):
-        if isinstance(x, dict):
-            for v in x.values():
-                yield from numbers(v)
-        elif isinstance(x, list | tuple):
-            for v in x:
-                yield from numbers(v)
-        elif isinstance(x, int | float) and not isinstance(x, bool):
-            yield x
-
-    time_s = d.get("time_s")
-    if isinstance(time_s, bool) or not isinstance(time_s, int | float) or not time_s > 0:
-        return False
-    return all(math.isfinite(v) and v >= 0 for v in numbers(d))
 
 
 # -- the work a worker does -----------------------------------------------------------
