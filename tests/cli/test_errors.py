@@ -131,12 +131,12 @@ def test_a_failing_write_leaves_no_temp_file(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_is_interrupted_and_exit_130(monkeypatch):
-    import tilesim.commands.predict as predict
+    import tilesim.commands.show as show
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(predict, "simulate", interrupted)
+    monkeypatch.setattr(show, "simulate", interrupted)
     code, out, err = run("predict", *SMALL)
     assert code == 130 and err == "interrupted\n" and "Traceback" not in out + err
 

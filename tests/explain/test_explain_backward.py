@@ -183,7 +183,7 @@ def test_cli_roofline_and_whatif_take_the_pass(app, tmp_path):
 
 
 def test_compare_grid_takes_the_pass(h100):
-    from tilesim.commands.predict import compare_grid
+    from tilesim.commands.compare import compare_grid
 
     grid, notes = compare_grid(
         h100, [512, 1024], [64], ["standard", "v2", "v3"], 16384, 2048, False, "fp16", False, "bwd"

@@ -3,6 +3,6 @@
 To add a module, import it here and append it to COMMAND_MODULES.
 """
 
-from . import bench, calibrate, explain, hw, predict, report, trace, validate
+from . import bench, calibrate, compare, explain, hw, predict, report, trace, validate
 
-COMMAND_MODULES: list = [hw, trace, calibrate, bench, validate, report, explain, predict]
+COMMAND_MODULES: list = [hw, trace, calibrate, bench, validate, report, explain, predict, compare]

@@ -20,12 +20,13 @@ from ..hwmodels import GPU
 from ..runner import Job
 from ..traces.config import config_names, named_config
 from ..traces.expand import expand
-from ..traces.files import SUFFIX, save, to_dict
+from ..traces.files import SUFFIX, load, save, to_dict
 from ..traces.ir import Arrive, Launch, Load, Loop, Mma, Op, Store, Trace, Vector, Wait
 from ..traces.occupancy import occupancy
 from ..traces.workload import ALGOS, KernelConfig, Workload
 from ..units import fmt_bytes
 from .common import (
+    BOUND_HELP,
     DEFAULT_BATCH,
     DEFAULT_DTYPE,
     DEFAULT_GPU,
@@ -52,6 +53,14 @@ from .common import (
     print_json,
     serving_options,
     workload_from_options,
+)
+from .show import (
+    FidelityOpt,
+    GanttOpt,
+    TimelineOpt,
+    TimelineSmsOpt,
+    TimelineWindowOpt,
+    run_and_show,
 )
 
 trace_app = typer.Typer(
@@ -402,3 +411,21 @@ def _op_text(op: Op) -> str:
     if isinstance(op, Arrive):
         return f"arrive {op.name}"
     raise TypeError(op)
+
+
+@trace_app.command("replay", epilog=BOUND_HELP)
+def replay_cmd(
+    path: Annotated[Path, typer.Argument(help="A *.trace.json file.", show_default=False)],
+    gpu: GpuOpt = DEFAULT_GPU,
+    sets: SetOpt = None,
+    fidelity: FidelityOpt = "fast",
+    as_json: JsonOpt = False,
+    timeline: TimelineOpt = None,
+    timeline_sms: TimelineSmsOpt = None,
+    timeline_window: TimelineWindowOpt = None,
+    gantt: GanttOpt = None,
+) -> None:
+    """Simulate a trace file (written by `tilesim trace export` or by hand)."""
+    hw = gpu_from_options(gpu, sets)
+    trace = load(path)
+    run_and_show(trace, hw, fidelity, as_json, timeline, timeline_sms, timeline_window, gantt)
