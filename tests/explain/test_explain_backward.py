@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tilesim.commands import explain as commands
+from tilesim.commands import explain, gantt, roofline, whatif
 from tilesim.errors import TilesimError
 from tilesim.explain_backward import build_backward_explanation
 from tilesim.explain_render import render_markdown
@@ -136,7 +136,8 @@ def test_fp8_and_forward_are_refused(h100):
 @pytest.fixture(scope="module")
 def app():
     app = typer.Typer(pretty_exceptions_enable=False)
-    commands.register(app)
+    for module in (explain, roofline, gantt, whatif):
+        module.register(app)
     return app
 
 

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tilesim.commands import explain as commands
+from tilesim.commands import explain, gantt, roofline, whatif
 from tilesim.explain import build_explanation, main_workload
 from tilesim.hwmodels import load_gpu
 
@@ -22,7 +22,8 @@ SMALL = ["-n", "512", "-d", "64", "-b", "1", "-H", "4", "--jobs", "1"]
 @pytest.fixture(scope="module")
 def app():
     app = typer.Typer(pretty_exceptions_enable=False)
-    commands.register(app)
+    for module in (explain, roofline, gantt, whatif):
+        module.register(app)
     return app
 
 
@@ -124,15 +125,15 @@ def test_roofline_measured_points_from_results(tmp_path):
         }
     path = tmp_path / "2026-01-01-h100.json"
     path.write_text(json.dumps(doc))
-    got, note = commands.measured_points(gpu, w, [path])
+    got, note = roofline.measured_points(gpu, w, [path])
     tflops = pytest.approx(flops / 1e-5 / 1e12)
     assert got == {"v2": (tflops, tflops, tflops)}  # the other shape is ignored
     assert note is None
-    got, note = commands.measured_points(load_gpu("a100"), w, [path])  # another GPU
+    got, note = roofline.measured_points(load_gpu("a100"), w, [path])  # another GPU
     assert got == {}
     assert "no a100_sxm4_80gb" in note and "NVIDIA H100 80GB HBM3" in note
     other = main_workload(gpu, 2048, 64, 1, 4, False, "fp16")
-    got, note = commands.measured_points(gpu, other, [path])  # this GPU, not this shape
+    got, note = roofline.measured_points(gpu, other, [path])  # this GPU, not this shape
     assert got == {} and "no measurement of this shape" in note
 
 
