@@ -6,7 +6,7 @@ from tilesim.errors import TilesimError
 from tilesim.hwmodels import load_gpu, write_preset
 from tilesim.hwmodels.presets import base_preset_for
 from tilesim.units import MiB
-from tilesim.validate import calibrate
+from tilesim.validate import calibrate, calibration_figures
 from tilesim.validate.schema import measurement
 
 SMS = 132
@@ -166,8 +166,8 @@ def test_calibrated_preset_round_trips_through_write_preset(tmp_path):
 
 def test_pick_l2_point():
     curve = [{"size_bytes": s * MiB, "value": v} for s, v in ((8, 3), (16, 2), (48, 1))]
-    assert calibrate.pick_l2_bandwidth(curve, 40 * MiB)["size_bytes"] == 16 * MiB
-    assert calibrate.pick_l2_bandwidth(curve, 8 * MiB) is None
+    assert calibration_figures.pick_l2_bandwidth(curve, 40 * MiB)["size_bytes"] == 16 * MiB
+    assert calibration_figures.pick_l2_bandwidth(curve, 8 * MiB) is None
 
 
 def test_base_preset_for_device_names():
@@ -230,7 +230,7 @@ def test_loaded_latency_curve_stops_before_saturation():
     # before it 97.8% of it (kept); latency 350 ns idle rising to 600 ns, then 1 us
     points = [(0, 350e-9), (2e12, 360e-9), (3.5e12, 400e-9), (4.4e12, 600e-9), (4.5e12, 1e-6)]
     rows = _loaded("hbm", points)
-    curve = calibrate.loaded_latency_curve(rows)
+    curve = calibration_figures.loaded_latency_curve(rows)
     assert [u for u, _ in curve] == pytest.approx([0.0, 2 / 4.5, 3.5 / 4.5, 4.4 / 4.5])
     assert curve[-1][1] == 600e-9  # the saturated 1 us is the bandwidth queue: left out
     base = load_gpu("h200_sxm_141gb")
@@ -331,7 +331,7 @@ def test_store_port_rate_is_bytes_over_seconds_between_the_two_largest_tiles():
 
 def test_loaded_latency_needs_the_idle_point():
     rows = _loaded("l2", [(5e12, 3.5e-7), (9e12, 3.6e-7)])  # no 0-stream chase: no curve
-    assert calibrate.loaded_latency_curve(rows) == []
+    assert calibration_figures.loaded_latency_curve(rows) == []
 
 
 def test_the_sm_cycle_counter_clock_wins_over_nvidia_smi():
@@ -409,10 +409,10 @@ def test_wgmma_latency_is_the_second_dot_less_its_pipe_time_at_zero_elements():
     for m, k in ((64, 16), (64, 64), (128, 32), (128, 64)):
         one = 150.0 + 0.03 * m * k
         rows += [_chain(m, k, 1, one), _chain(m, k, 2, one + 40 + 0.01 * m * k + m * k * k / 2000)]
-    cycles, seen, when = calibrate.wgmma_latency(rows, 4000.0)
+    cycles, seen, when = calibration_figures.wgmma_latency(rows, 4000.0)
     assert cycles == pytest.approx(40.0, rel=1e-9) and when == "d2"
     assert "64x16 50" in seen and "0.0100 cycles an element" in seen
-    assert calibrate.wgmma_latency(rows[:2], 4000.0) is None  # one shape: no line
+    assert calibration_figures.wgmma_latency(rows[:2], 4000.0) is None  # one shape: no line
     base = load_gpu("h200_sxm_141gb")
     gpu, fields, _ = calibrate.derive_preset(_rows() + rows, base, "d1")
     assert "wgmma_latency_cycles" in fields and gpu.wgmma_latency_cycles > 0

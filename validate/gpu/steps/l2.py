@@ -2,7 +2,7 @@
 
 Streaming reads of working sets below the L2 size, many passes in one launch; pass r
 starts each CTA on another block, so no compiler can hoist a load out of the loop and
-re-reads measure L2. `calibrate.pick_l2_bandwidth` takes the preset's point of the curve.
+re-reads measure L2. `calibration_figures.pick_l2_bandwidth` takes the preset's point of the curve.
 """
 
 from __future__ import annotations
